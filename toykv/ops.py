@@ -1,0 +1,45 @@
+"""The two backends: BLAS matmuls, or every reduction in one fixed order.
+
+Why the default backend's cached logits differ from a full recomputation by ~1e-7:
+BLAS kernels split a dot product into blocks and SIMD lanes whose layout depends on
+the matrix shapes, and numpy sums with pairwise blocks. A cached step multiplies a
+1-row matrix, a full pass an S-row one, so the same dot product is added up in a
+different order and rounds differently. Nothing about the cache is approximate.
+With exact=True each output element is summed term by term, k = 0, 1, 2, ..., the
+same way whatever the number of rows, so both paths give identical bits.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+class Ops:
+    """Matrix products and sums, with a running count of matmul FLOPs (2 per multiply-add)."""
+
+    def __init__(self, exact: bool = False):
+        self.exact = bool(exact)
+        self.flops = 0
+
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """a [..., m, k] @ b [..., k, n] -> [..., m, n], batch dims broadcast."""
+        m, k = a.shape[-2:]
+        n = b.shape[-1]
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        self.flops += 2 * math.prod(batch) * m * k * n
+        if not self.exact:
+            return np.matmul(a, b)
+        out = a[..., :, 0:1] * b[..., 0:1, :]          # [..., m, n]
+        for i in range(1, k):                           # fixed order: term 0, 1, 2, ...
+            out += a[..., :, i:i + 1] * b[..., i:i + 1, :]
+        return out
+
+    def sum_last(self, x: np.ndarray) -> np.ndarray:
+        """Sum over the last axis, keepdims. [..., n] -> [..., 1]"""
+        if not self.exact:
+            return x.sum(axis=-1, keepdims=True)
+        out = x[..., 0:1].copy()
+        for i in range(1, x.shape[-1]):
+            out += x[..., i:i + 1]
+        return out
