@@ -1,0 +1,220 @@
+"""Tests of toykv.roofline: presets, intensity formulas, the lecture's figures, measurements.
+
+Measurements are only checked to be positive and finite: the machine is shared, so no
+test depends on how fast it is.
+"""
+import math
+
+import numpy as np
+import pytest
+
+from toykv import roofline as rf
+from toykv.roofline import Hardware
+
+LECTURE = rf.hardware("lecture")
+
+
+# -- presets -----------------------------------------------------------------------
+
+def test_lecture_preset_matches_the_lecture():
+    # lecture (source 001): 200 TFLOP/s fp16, 1 TB/s, ridge point 200 FLOP/byte
+    assert LECTURE.peak_flops == 200e12
+    assert LECTURE.bandwidth == 1e12
+    assert LECTURE.ridge_point == pytest.approx(200)
+    assert "assumed" in LECTURE.source + LECTURE.note
+
+
+def test_every_preset_is_sourced_and_consistent():
+    for key, chip in rf.HARDWARE.items():
+        assert chip.source, key
+        assert chip.ridge_point == pytest.approx(chip.peak_flops / chip.bandwidth)
+        # the ceiling is reached exactly at the ridge point
+        assert chip.attainable_flops(chip.ridge_point) == pytest.approx(chip.peak_flops)
+
+
+def test_datasheet_figures():
+    # vendor datasheets: A100 80GB SXM 312 TFLOP/s BF16 dense, 2,039 GB/s;
+    # H100 SXM 1,979 TFLOP/s BF16 with sparsity (dense = half), 3.35 TB/s
+    a100, h100 = rf.hardware("a100-80gb-sxm"), rf.hardware("h100-sxm")
+    assert (a100.peak_flops, a100.bandwidth) == (312e12, 2039e9)
+    assert h100.peak_flops == pytest.approx(989.5e12)
+    assert h100.bandwidth == 3.35e12
+
+
+def test_unknown_hardware_lists_known_names():
+    with pytest.raises(KeyError, match="lecture"):
+        rf.hardware("tpu-v9000")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("peak_flops", 0), ("peak_flops", -1.0), ("bandwidth", float("nan")),
+    ("bandwidth", float("inf")), ("memory_bytes", 0), ("peak_flops", "1e12"),
+])
+def test_hardware_rejects_bad_fields(field, value):
+    args = dict(name="x", peak_flops=1e12, bandwidth=1e11)
+    args[field] = value
+    with pytest.raises(ValueError, match=field):
+        Hardware(**args)
+
+
+# -- the roofline ------------------------------------------------------------------
+
+def test_attainable_below_and_above_ridge():
+    # below the ridge: the bandwidth slope; above: the compute ceiling
+    assert LECTURE.attainable_flops(1) == pytest.approx(1e12)  # lecture: ~1 TFLOP/s
+    assert LECTURE.attainable_flops(1) / LECTURE.peak_flops == pytest.approx(0.005)  # 0.5 %
+    assert LECTURE.attainable_flops(50) == pytest.approx(LECTURE.bandwidth * 50)
+    assert LECTURE.attainable_flops(1000) == LECTURE.peak_flops
+    assert LECTURE.attainable_flops(0) == 0
+
+
+def test_attainable_accepts_arrays():
+    intensity = np.logspace(-1, 4, 11)
+    ceiling = LECTURE.attainable_flops(intensity)
+    assert ceiling.shape == intensity.shape
+    assert np.all(np.diff(ceiling) >= 0)  # never decreasing
+    assert np.all(ceiling <= LECTURE.peak_flops)
+    for i, c in zip(intensity, ceiling):
+        assert c == pytest.approx(LECTURE.attainable_flops(float(i)))
+
+
+def test_attainable_rejects_negative_or_nan():
+    for bad in (-1, [1, -0.5], float("nan")):
+        with pytest.raises(ValueError, match="intensity"):
+            LECTURE.attainable_flops(bad)
+
+
+def test_min_seconds_is_the_slower_limit():
+    # 14 GB of weights, 2 FLOPs per parameter (7e9 params): memory-bound on the lecture chip
+    assert LECTURE.min_seconds(2 * 7e9, 14e9) == pytest.approx(14e9 / 1e12)
+    assert LECTURE.min_seconds(400e12, 1.0) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="nbytes"):
+        LECTURE.min_seconds(1.0, -1)
+
+
+# -- arithmetic intensity ------------------------------------------------------------
+
+def test_matmul_counts():
+    m, k, n = 3, 5, 7
+    assert rf.matmul_flops(m, k, n) == 2 * 3 * 5 * 7
+    assert rf.matmul_bytes(m, k, n, bytes_per_value=4) == 4 * (15 + 35 + 21)
+    # counting against an explicit product: one multiply and one add per term
+    a, b = np.ones((m, k)), np.ones((k, n))
+    assert rf.matmul_flops(m, k, n) == 2 * (a @ b).sum()
+
+
+@pytest.mark.parametrize("d", [512, 4096, 8192])
+def test_matrix_vector_is_about_one_flop_per_byte(d):
+    # lecture: W (d x d) times x in fp16 is ~1 FLOP/byte; the x and y bytes make it d / (d + 2)
+    intensity = rf.arithmetic_intensity(1, d, d, bytes_per_value=2)
+    assert intensity == pytest.approx(d / (d + 2))
+    assert abs(intensity - 1) < 2 / d
+
+
+@pytest.mark.parametrize("m", [4, 16, 64])
+def test_matrix_matrix_intensity_is_about_m_tokens(m):
+    d = 8192
+    intensity = rf.arithmetic_intensity(m, d, d, bytes_per_value=2)
+    assert intensity == pytest.approx(m * d / (d + 2 * m))  # exact for k = n = d
+    assert intensity < m
+    assert intensity == pytest.approx(m, rel=2 * m / d)
+
+
+def test_intensity_grows_with_tokens_and_falls_with_wider_values():
+    values = [rf.arithmetic_intensity(m, 1024, 1024) for m in (1, 2, 8, 64, 512)]
+    assert values == sorted(values)
+    assert rf.arithmetic_intensity(8, 1024, 1024, bytes_per_value=4) == pytest.approx(
+        rf.arithmetic_intensity(8, 1024, 1024, bytes_per_value=2) / 2)
+
+
+def test_decode_intensity():
+    # 2 FLOPs per parameter per sequence; fp16 weights shared by the batch
+    assert rf.decode_intensity(7_000_000_000, batch=1) == pytest.approx(1.0)
+    assert rf.decode_intensity(7_000_000_000, batch=16) == pytest.approx(16.0)
+    assert rf.decode_intensity(1000, batch=1, bytes_per_param=1) == pytest.approx(2.0)
+    # the private caches are not shared: with them, intensity stays below the batch size
+    with_cache = rf.decode_intensity(7_000_000_000, batch=16, kv_bytes=16 * 2 * 2**30)
+    assert with_cache == pytest.approx(2 * 7e9 * 16 / (14e9 + 32 * 2**30))
+    assert with_cache < 16
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: rf.matmul_flops(0, 2, 2), "m"),
+    (lambda: rf.matmul_flops(2, 2.0, 2), "k"),
+    (lambda: rf.matmul_bytes(2, 2, -1), "n"),
+    (lambda: rf.arithmetic_intensity(2, 2, 2, bytes_per_value=0), "bytes_per_value"),
+    (lambda: rf.decode_intensity(10, batch=0), "batch"),
+    (lambda: rf.decode_intensity(10, kv_bytes=-1), "kv_bytes"),
+    (lambda: rf.decode_intensity(True), "params"),
+])
+def test_intensity_rejects_bad_arguments(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+# -- tokens per second -------------------------------------------------------------
+
+def test_tokens_per_second_lecture_examples():
+    # lecture: 1 TB/s over 14 GB of fp16 weights ~ 71 tok/s; with the 2 GiB cache ~ 62
+    weights = 7e9 * 2
+    assert round(rf.tokens_per_second_bound(1e12, weights)) == 71
+    assert round(rf.tokens_per_second_bound(1e12, weights + 2 * 2**30)) == 62
+
+
+def test_tokens_per_second_scales_with_bandwidth_not_flops():
+    base = rf.tokens_per_second_bound(1e12, 14e9)
+    assert rf.tokens_per_second_bound(2e12, 14e9) == pytest.approx(2 * base)
+    assert rf.tokens_per_second_bound(1e12, 7e9) == pytest.approx(2 * base)  # 8-bit weights
+    for bad in [(0, 1e9), (1e12, 0), (1e12, -5)]:
+        with pytest.raises(ValueError):
+            rf.tokens_per_second_bound(*bad)
+
+
+# -- measurements ------------------------------------------------------------------
+
+def test_timed_runs_counts_calls():
+    calls = []
+    seconds = rf.timed_runs(lambda: calls.append(1), repeats=3, warmup=2)
+    assert len(seconds) == 3 and len(calls) == 5
+    assert all(s >= 0 for s in seconds)
+
+
+def test_measure_bandwidth_small_is_positive_and_finite():
+    value = rf.measure_bandwidth(nbytes=2**20, repeats=2)
+    assert isinstance(value, float) and value > 0 and math.isfinite(value)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_measure_matmul_peak_small_is_positive_and_finite(dtype):
+    value = rf.measure_matmul_peak(n=64, repeats=2, dtype=dtype)
+    assert isinstance(value, float) and value > 0 and math.isfinite(value)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: rf.measure_bandwidth(nbytes=0), "nbytes"),
+    (lambda: rf.measure_bandwidth(nbytes=-8), "nbytes"),
+    (lambda: rf.measure_bandwidth(nbytes=1001), "nbytes"),
+    (lambda: rf.measure_bandwidth(nbytes=1024.0), "nbytes"),
+    (lambda: rf.measure_bandwidth(nbytes=1024, repeats=0), "repeats"),
+    (lambda: rf.measure_matmul_peak(n=0), "n"),
+    (lambda: rf.measure_matmul_peak(n=8, repeats=1.5), "repeats"),
+    (lambda: rf.measure_matmul_peak(n=8, dtype=np.int32), "dtype"),
+    (lambda: rf.timed_runs(lambda: None, repeats=1, warmup=-1), "warmup"),
+])
+def test_measurements_reject_bad_arguments(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+def test_this_machine_builds_a_hardware():
+    chip = rf.this_machine(nbytes=2**20, n=64, repeats=1)
+    assert isinstance(chip, Hardware)
+    assert chip.peak_flops > 0 and chip.bandwidth > 0 and chip.ridge_point > 0
+    assert "measured" in chip.source
+
+
+def test_describe_machine():
+    info = rf.describe_machine()
+    assert {"cpu", "cores", "numpy", "blas"} <= info.keys()
+    assert info["numpy"] == np.__version__
+    assert isinstance(info["cpu"], str) and info["cpu"]

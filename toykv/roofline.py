@@ -1,0 +1,255 @@
+"""The roofline: how fast a chip can go, given how many FLOPs it does per byte it reads.
+
+A kernel that does `I` FLOPs per byte loaded (its arithmetic intensity) runs at most at
+min(peak_flops, bandwidth * I). Decode is a matrix-vector product (I ~ 1 FLOP/byte in
+fp16), so it sits on the bandwidth slope; prefill is a matrix-matrix product and can
+reach the compute ceiling. This module holds the chip side: presets, intensity formulas,
+and numpy measurements of the machine you are on.
+"""
+from __future__ import annotations
+
+import os
+import platform
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+LECTURE_SOURCE = "lecture script, source text 001_7db6dacd763768ee.txt (assumed round numbers)"
+
+
+def _check_positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_positive(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value > 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+
+
+def _check_non_negative(name, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value >= 0:
+        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A chip as the roofline sees it: peak FLOP/s, memory bandwidth in bytes/s, memory size.
+
+    memory_bytes is the memory as the datasheet states it (GB = 10**9 bytes), or None.
+    """
+
+    name: str
+    peak_flops: float
+    bandwidth: float
+    memory_bytes: float | None = None
+    source: str = ""
+    note: str = ""
+
+    def __post_init__(self):
+        for field in ("peak_flops", "bandwidth"):
+            _check_positive(field, getattr(self, field))
+        if self.memory_bytes is not None:
+            _check_positive("memory_bytes", self.memory_bytes)
+
+    @property
+    def ridge_point(self) -> float:
+        """FLOPs per byte at the corner of the roofline: below it a kernel is memory-bound."""
+        return self.peak_flops / self.bandwidth
+
+    def attainable_flops(self, intensity):
+        """Roofline ceiling at `intensity` FLOP/byte: min(peak, bandwidth * intensity)."""
+        intensity = np.asarray(intensity, dtype=float)
+        if np.any(~(intensity >= 0)):
+            raise ValueError(f"intensity must be >= 0 FLOP/byte, got {intensity}")
+        ceiling = np.minimum(self.peak_flops, self.bandwidth * intensity)
+        return float(ceiling) if ceiling.ndim == 0 else ceiling
+
+    def min_seconds(self, flops: float, nbytes: float) -> float:
+        """Lower bound on a step's time: the slower of doing its FLOPs and moving its bytes."""
+        _check_non_negative("flops", flops)
+        _check_non_negative("nbytes", nbytes)
+        return max(flops / self.peak_flops, nbytes / self.bandwidth)
+
+
+# Dense (no 2:4 sparsity) BF16 tensor-core peaks and memory bandwidth, from each vendor's
+# document. The figures were checked against quotations of those documents found with a
+# search tool, not against the vendor PDFs themselves; the note says where that is weaker.
+HARDWARE = {
+    "lecture": Hardware(
+        "lecture accelerator (assumed)", peak_flops=200e12, bandwidth=1e12,
+        source=LECTURE_SOURCE,
+        note="Round numbers assumed by the lecture (200 TFLOP/s fp16, 1 TB/s); not a real chip."),
+    "a100-80gb-sxm": Hardware(
+        "NVIDIA A100 80GB SXM", peak_flops=312e12, bandwidth=2039e9, memory_bytes=80e9,
+        source="NVIDIA A100 Tensor Core GPU datasheet",
+        note="BF16 tensor core 312 TFLOP/s dense (624 with sparsity); HBM2e 2,039 GB/s."),
+    "h100-sxm": Hardware(
+        "NVIDIA H100 SXM", peak_flops=1979e12 / 2, bandwidth=3.35e12, memory_bytes=80e9,
+        source="NVIDIA H100 Tensor Core GPU datasheet",
+        note="Datasheet lists BF16 1,979 TFLOP/s with sparsity; dense is half. HBM3 3.35 TB/s."),
+    "l4": Hardware(
+        "NVIDIA L4", peak_flops=242e12 / 2, bandwidth=300e9, memory_bytes=24e9,
+        source="NVIDIA L4 Tensor Core GPU datasheet",
+        note="Datasheet lists 242 TFLOP/s with sparsity; dense is half. GDDR6 300 GB/s. "
+             "Only the FP16 figure was seen quoted; BF16 runs at the FP16 rate on this chip."),
+    "mi300x": Hardware(
+        "AMD Instinct MI300X", peak_flops=1307.4e12, bandwidth=5.3e12, memory_bytes=192e9,
+        source="AMD Instinct MI300X data sheet",
+        note="BF16 1,307.4 TFLOP/s dense (2,614.9 with sparsity); HBM3 5.3 TB/s."),
+    "rtx-4090": Hardware(
+        "NVIDIA GeForce RTX 4090", peak_flops=165.2e12, bandwidth=1008e9, memory_bytes=24e9,
+        source="NVIDIA Ada GPU architecture whitepaper",
+        note="Unverified: BF16 165.2 TFLOP/s dense with FP32 accumulate was checked only against "
+             "third-party spec pages, not the whitepaper. GDDR6X 1,008 GB/s."),
+}
+
+
+def hardware(name: str) -> Hardware:
+    """The preset called `name` (a key of HARDWARE)."""
+    if name not in HARDWARE:
+        raise KeyError(f"unknown hardware {name!r}; known: {sorted(HARDWARE)}")
+    return HARDWARE[name]
+
+
+# -- arithmetic intensity ------------------------------------------------------------
+
+def matmul_flops(m: int, k: int, n: int) -> int:
+    """FLOPs of C[m, n] = A[m, k] @ B[k, n]: one multiply and one add per term."""
+    for name, value in (("m", m), ("k", k), ("n", n)):
+        _check_positive_int(name, value)
+    return 2 * m * k * n
+
+
+def matmul_bytes(m: int, k: int, n: int, bytes_per_value: float = 2) -> float:
+    """Bytes moved if A (m x k) and B (k x n) are read once and C (m x n) written once."""
+    for name, value in (("m", m), ("k", k), ("n", n)):
+        _check_positive_int(name, value)
+    _check_positive("bytes_per_value", bytes_per_value)
+    return bytes_per_value * (m * k + k * n + m * n)
+
+
+def arithmetic_intensity(m: int, k: int, n: int, bytes_per_value: float = 2) -> float:
+    """FLOPs per byte of a matmul. m=1 (one token, decode) gives ~1 in fp16; m tokens give ~m."""
+    return matmul_flops(m, k, n) / matmul_bytes(m, k, n, bytes_per_value)
+
+
+def decode_intensity(params: int, batch: int = 1, bytes_per_param: float = 2,
+                     kv_bytes: float = 0) -> float:
+    """FLOPs per byte of one decode step for `batch` sequences sharing one read of the weights.
+
+    Counts 2 FLOPs per parameter per sequence and the weight bytes plus `kv_bytes` (the whole
+    batch's cache, read once). Attention FLOPs over the cache are left out, so this is a
+    slight underestimate when kv_bytes > 0. With kv_bytes=0 it is 2 * batch / bytes_per_param.
+    """
+    _check_positive_int("params", params)
+    _check_positive_int("batch", batch)
+    _check_positive("bytes_per_param", bytes_per_param)
+    _check_non_negative("kv_bytes", kv_bytes)
+    return 2 * params * batch / (params * bytes_per_param + kv_bytes)
+
+
+def tokens_per_second_bound(bandwidth: float, bytes_per_step: float) -> float:
+    """Memory bound on decode: each step reads bytes_per_step, so tok/s <= bandwidth / bytes."""
+    _check_positive("bandwidth", bandwidth)
+    _check_positive("bytes_per_step", bytes_per_step)
+    return bandwidth / bytes_per_step
+
+
+# -- measuring this machine ------------------------------------------------------------
+
+def timed_runs(fn, repeats: int = 5, warmup: int = 1) -> list[float]:
+    """Wall-clock seconds of `repeats` calls of fn(), after `warmup` untimed calls."""
+    _check_positive_int("repeats", repeats)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    for _ in range(warmup):
+        fn()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 5) -> float:
+    """Memory read bandwidth in bytes/s: best of `repeats` runs of np.dot(x, x), x float64.
+
+    Counts nbytes (x is read once from memory; the result is one number, so no write
+    traffic). The dot runs in BLAS on all cores, which on a small machine gets closer to the
+    DRAM limit than np.sum. Keep nbytes well above the last-level cache, or you measure cache.
+    """
+    _check_positive_int("nbytes", nbytes)
+    if nbytes % 8:
+        raise ValueError(f"nbytes must be a multiple of 8 (whole float64 values), got {nbytes}")
+    x = np.ones(nbytes // 8)  # [nbytes/8] float64; np.ones touches every page before timing
+    return nbytes / min(timed_runs(lambda: np.dot(x, x), repeats))
+
+
+def measure_matmul_peak(n: int = 2048, repeats: int = 5, dtype=np.float32) -> float:
+    """Matmul FLOP/s: best of `repeats` timed np.matmul of two n x n matrices (2 n^3 FLOPs)."""
+    _check_positive_int("n", n)
+    dtype = np.dtype(dtype)
+    if dtype.kind != "f":
+        raise ValueError(f"dtype must be a floating-point type, got {dtype}")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((n, n)).astype(dtype)  # [n, n]
+    b = rng.standard_normal((n, n)).astype(dtype)  # [n, n]
+    out = np.empty((n, n), dtype=dtype)  # [n, n], reused so no allocation is timed
+    return matmul_flops(n, n, n) / min(timed_runs(lambda: np.matmul(a, b, out=out), repeats))
+
+
+def this_machine(nbytes: int = 256 * 2**20, n: int = 2048, repeats: int = 5) -> Hardware:
+    """A Hardware for the machine running this code: measured matmul peak and bandwidth."""
+    peak = measure_matmul_peak(n=n, repeats=repeats)
+    bandwidth = measure_bandwidth(nbytes=nbytes, repeats=repeats)
+    cpu = describe_machine()["cpu"]
+    return Hardware(
+        f"this machine ({cpu})", peak_flops=peak, bandwidth=bandwidth,
+        source="measured with numpy (toykv.roofline)",
+        note=f"float32 matmul n={n} and float64 read of {nbytes} bytes, best of {repeats}.")
+
+
+def describe_machine() -> dict:
+    """CPU model, core count, numpy version and BLAS library, to print beside measurements."""
+    info = {"cpu": _cpu_model(), "cores": os.cpu_count(),
+            "python": platform.python_version(), "numpy": np.__version__, "blas": _blas_name()}
+    try:  # optional: how many threads BLAS will use
+        from threadpoolctl import threadpool_info
+        info["blas_threads"] = [p.get("num_threads") for p in threadpool_info()
+                                if p.get("user_api") == "blas"]
+    except ImportError:
+        pass
+    return info
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _blas_name() -> str:
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+    except Exception:  # older numpy has no mode="dicts"; the BLAS name is then unknown
+        return "unknown"
+
+
+__all__ = [
+    "Hardware", "HARDWARE", "hardware", "matmul_flops", "matmul_bytes", "arithmetic_intensity",
+    "decode_intensity", "tokens_per_second_bound", "timed_runs", "measure_bandwidth",
+    "measure_matmul_peak", "this_machine", "describe_machine",
+]
