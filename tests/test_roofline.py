@@ -10,6 +10,7 @@ import pytest
 
 from toykv import roofline as rf
 from toykv.roofline import Hardware
+from toykv.sizing import max_tokens_per_second
 
 LECTURE = rf.hardware("lecture")
 
@@ -157,17 +158,17 @@ def test_intensity_rejects_bad_arguments(call, name):
 def test_tokens_per_second_lecture_examples():
     # lecture: 1 TB/s over 14 GB of fp16 weights ~ 71 tok/s; with the 2 GiB cache ~ 62
     weights = 7e9 * 2
-    assert round(rf.tokens_per_second_bound(1e12, weights)) == 71
-    assert round(rf.tokens_per_second_bound(1e12, weights + 2 * 2**30)) == 62
+    assert round(max_tokens_per_second(1e12, weights)) == 71
+    assert round(max_tokens_per_second(1e12, weights + 2 * 2**30)) == 62
 
 
 def test_tokens_per_second_scales_with_bandwidth_not_flops():
-    base = rf.tokens_per_second_bound(1e12, 14e9)
-    assert rf.tokens_per_second_bound(2e12, 14e9) == pytest.approx(2 * base)
-    assert rf.tokens_per_second_bound(1e12, 7e9) == pytest.approx(2 * base)  # 8-bit weights
+    base = max_tokens_per_second(1e12, 14e9)
+    assert max_tokens_per_second(2e12, 14e9) == pytest.approx(2 * base)
+    assert max_tokens_per_second(1e12, 7e9) == pytest.approx(2 * base)  # 8-bit weights
     for bad in [(0, 1e9), (1e12, 0), (1e12, -5)]:
         with pytest.raises(ValueError):
-            rf.tokens_per_second_bound(*bad)
+            max_tokens_per_second(*bad)
 
 
 # -- measurements ------------------------------------------------------------------

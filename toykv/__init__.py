@@ -1,8 +1,27 @@
-"""toykv: a small numpy Llama-style transformer for learning how the KV cache works."""
+"""toykv: a small numpy Llama-style transformer for learning how the KV cache works.
+
+The model (ToyTransformer, its KVCache, generate) and the maths around it: FLOP formulas
+(toykv.flops), cache sizes and KV share (toykv.sizing), verified public configs (toykv.zoo),
+rooflines and machine measurements (toykv.roofline). Widgets live in toykv.widgets, which
+imports ipywidgets and matplotlib; nothing else here needs more than numpy.
+"""
+from . import flops, roofline, sizing, zoo
 from .cache import KVCache
 from .config import ModelConfig, source_toy
 from .generate import Step, decode_steps, generate
+from .hfconfig import from_hf_config
 from .model import ToyTransformer
+from .roofline import (HARDWARE, Hardware, describe_machine, hardware, measure_bandwidth,
+                       measure_matmul_peak)
+from .sizing import (kv_bytes_per_token, kv_cache_bytes, kv_share, kv_values_per_token,
+                     max_tokens_per_second, param_count, relative_decode_speed, weight_bytes)
+from .zoo import ZooModel
 
-__all__ = ["ModelConfig", "source_toy", "ToyTransformer", "KVCache", "Step",
-           "decode_steps", "generate"]
+__all__ = [
+    "ModelConfig", "source_toy", "ToyTransformer", "KVCache", "Step", "decode_steps", "generate",
+    "flops", "roofline", "sizing", "zoo", "ZooModel", "from_hf_config",
+    "kv_values_per_token", "kv_bytes_per_token", "kv_cache_bytes", "param_count", "weight_bytes",
+    "kv_share", "relative_decode_speed", "max_tokens_per_second",
+    "Hardware", "HARDWARE", "hardware", "measure_bandwidth", "measure_matmul_peak",
+    "describe_machine",
+]

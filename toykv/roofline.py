@@ -154,13 +154,6 @@ def decode_intensity(params: int, batch: int = 1, bytes_per_param: float = 2,
     return 2 * params * batch / (params * bytes_per_param + kv_bytes)
 
 
-def tokens_per_second_bound(bandwidth: float, bytes_per_step: float) -> float:
-    """Memory bound on decode: each step reads bytes_per_step, so tok/s <= bandwidth / bytes."""
-    _check_positive("bandwidth", bandwidth)
-    _check_positive("bytes_per_step", bytes_per_step)
-    return bandwidth / bytes_per_step
-
-
 # -- measuring this machine ------------------------------------------------------------
 
 def timed_runs(fn, repeats: int = 5, warmup: int = 1) -> list[float]:
@@ -250,6 +243,6 @@ def _blas_name() -> str:
 
 __all__ = [
     "Hardware", "HARDWARE", "hardware", "matmul_flops", "matmul_bytes", "arithmetic_intensity",
-    "decode_intensity", "tokens_per_second_bound", "timed_runs", "measure_bandwidth",
+    "decode_intensity", "timed_runs", "measure_bandwidth",
     "measure_matmul_peak", "this_machine", "describe_machine",
 ]

@@ -1,0 +1,268 @@
+"""toykv.sizing: the source texts' worked figures, to the byte, and the KV share."""
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from toykv import ModelConfig, ToyTransformer, source_toy, zoo
+from toykv.sizing import (kv_bytes_per_token, kv_cache_bytes, kv_share, kv_values_per_token,
+                          max_tokens_per_second, param_count, relative_decode_speed,
+                          weight_bytes)
+
+GiB, MiB, KiB = 2**30, 2**20, 2**10
+SEVEN_B = ModelConfig(vocab_size=32000, d_model=4096, n_layers=32, n_heads=32, d_ff=11008)
+
+
+# -- worked figures from the source texts (seeds 001, 003) and ZOO.md ----------------
+def test_7b_mha_lecture_figures():
+    assert kv_values_per_token(SEVEN_B) == 262_144
+    assert kv_bytes_per_token(SEVEN_B) == 524_288
+    assert kv_cache_bytes(SEVEN_B, 4096) == 2 * GiB
+    assert kv_cache_bytes(SEVEN_B, 4096, batch=16) == 32 * GiB
+
+
+def test_gqa_eight_kv_heads_is_a_quarter():
+    gqa = SEVEN_B.with_(n_kv_heads=8)
+    assert kv_bytes_per_token(gqa) == 128 * KiB
+    assert kv_cache_bytes(gqa, 4096) == 512 * MiB
+    assert kv_bytes_per_token(SEVEN_B.with_(attention="mqa")) == 524_288 // 32
+
+
+def test_llama3_8b_figures():
+    cfg = zoo.get("llama-3.1-8b").config
+    assert kv_bytes_per_token(cfg) == 131_072
+    assert kv_cache_bytes(cfg, 8192, batch=16) == 17_179_869_184
+
+
+def test_llama3_70b_figures():
+    cfg = zoo.get("llama-3.3-70b").config
+    assert kv_bytes_per_token(cfg) == 327_680
+    assert kv_cache_bytes(cfg, 131_072) == 40 * GiB
+    assert kv_cache_bytes(cfg, 10**6) == 327_680_000_000
+    assert round(kv_cache_bytes(cfg, 10**6) / GiB, 2) == 305.18      # the essay's "305.2 GB"
+
+
+def test_qwen3_and_deepseek_v2_per_token():
+    assert kv_bytes_per_token(zoo.get("qwen3-1.7b").config) == 114_688
+    v2 = zoo.get("deepseek-v2").config
+    assert kv_values_per_token(v2) == 34_560
+    assert kv_bytes_per_token(v2) == 69_120
+    assert kv_bytes_per_token(v2) / KiB == 67.5
+
+
+@pytest.mark.parametrize("name, share, places", [
+    ("llama-3.1-8b", 0.891, 3), ("llama-3.3-70b", 0.70, 2), ("qwen3-0.6b", 0.990, 3),
+    ("deepseek-v3", 0.487, 3), ("kimi-k2", 0.523, 3), ("minimax-m2", 0.927, 3)])
+def test_kv_share_at_a_million_tokens(name, share, places):
+    assert round(kv_share(zoo.get(name), 10**6), places) == share
+
+
+def test_relative_speed_is_one_minus_share():
+    model = zoo.get("deepseek-v3")
+    kv = kv_cache_bytes(model.config, 10**6)
+    weights = weight_bytes(model.active_params)
+    assert relative_decode_speed(model, 10**6) == pytest.approx(weights / (weights + kv))
+    assert relative_decode_speed(model, 0) == 1.0
+
+
+def test_share_of_a_config_uses_its_param_count():
+    cfg = zoo.get("llama-2-7b").config
+    kv, w = kv_cache_bytes(cfg, 4096), 2 * param_count(cfg)
+    assert kv_share(cfg, 4096) == kv / (kv + w)
+
+
+def test_batch_shares_weights_but_not_the_cache():
+    model = zoo.get("llama-3.1-8b")
+    kv = kv_cache_bytes(model.config, 8192)
+    w = weight_bytes(model.active_params)
+    assert kv_share(model, 8192, batch=16) == 16 * kv / (16 * kv + w)
+    assert kv_share(model, 8192, batch=16) > kv_share(model, 8192)
+
+
+def test_share_accepts_an_array_of_tokens():
+    model = zoo.get("qwen3-0.6b")
+    tokens = np.array([[0, 1000], [10**5, 10**6]])
+    shares = kv_share(model, tokens)
+    assert shares.shape == (2, 2)
+    assert shares[1, 1] == kv_share(model, 10**6)
+    assert np.all(np.diff(shares.ravel()) > 0)
+    assert np.allclose(relative_decode_speed(model, tokens), 1 - shares)
+
+
+# -- layer-depth invariance (seed 000) -------------------------------------------------
+def test_share_of_the_blocks_does_not_depend_on_depth():
+    base = zoo.get("llama-3.3-70b").config
+    shares = set()
+    for n_layers in (10, 20, 40, 80, 160):
+        cfg = base.with_(n_layers=n_layers)
+        kv = kv_cache_bytes(cfg, 10**6)
+        shares.add(Fraction(kv, kv + 2 * param_count(cfg, blocks_only=True)))
+    assert len(shares) == 1
+
+
+def test_essay_layer_table_halves_with_layers():
+    base = zoo.get("llama-3.3-70b").config
+    table = {80: 305.2, 40: 152.6, 20: 76.3, 10: 38.1}
+    for n_layers, gib in table.items():
+        assert round(kv_cache_bytes(base.with_(n_layers=n_layers), 10**6) / GiB, 1) == gib
+
+
+def test_embeddings_make_depth_invariance_approximate():
+    base = zoo.get("llama-3.3-70b").config
+    shares = [kv_share(base.with_(n_layers=n), 10**6) for n in (10, 80, 640)]
+    blocks = kv_cache_bytes(base, 10**6)
+    pure = blocks / (blocks + 2 * param_count(base, blocks_only=True))
+    assert shares[0] < shares[1] < shares[2] < pure             # embeddings weigh less as L grows
+    assert pure - shares[2] < pure - shares[1] < pure - shares[0]
+
+
+# -- sliding windows, linear layers, MLA -------------------------------------------------
+def test_gpt_oss_sliding_layers_stop_at_128():
+    cfg = zoo.get("gpt-oss-120b").config
+    per_value = 2 * 8 * 64 * 2
+    assert kv_cache_bytes(cfg, 10**6) == (18 * 10**6 + 18 * 128) * per_value
+    assert kv_cache_bytes(cfg, 100) == 36 * 100 * per_value
+
+
+def test_gemma3_five_local_one_global():
+    cfg = zoo.get("gemma-3-27b").config
+    per_value = 2 * 16 * 128 * 2
+    assert kv_cache_bytes(cfg, 10**6) == (10 * 10**6 + 52 * 1024) * per_value
+    step = kv_cache_bytes(cfg, 5001) - kv_cache_bytes(cfg, 5000)
+    assert step == 10 * per_value                                # only the 10 global layers grow
+
+
+def test_gemma2_alternating_window():
+    cfg = zoo.get("gemma-2-9b").config
+    assert kv_cache_bytes(cfg, 10**6) == (21 * 10**6 + 21 * 4096) * 2 * 8 * 256 * 2
+
+
+def test_mistral_cache_stops_growing_past_its_window():
+    cfg = zoo.get("mistral-7b-v0.1").config
+    full = 32 * 4096 * 2 * 8 * 128 * 2
+    assert kv_cache_bytes(cfg, 4096) == kv_cache_bytes(cfg, 10**6) == full
+    assert kv_cache_bytes(cfg, 4095) < full
+
+
+def test_linear_layers_hold_a_fixed_state():
+    model = zoo.get("qwen3-next-80b-a3b")
+    cfg = model.config
+    state = 36 * cfg.linear_state_values * 2
+    assert kv_cache_bytes(cfg, 0) == state
+    assert kv_cache_bytes(cfg, 10**6) - state == 12 * 10**6 * 2 * 2 * 256 * 2
+    assert kv_values_per_token(cfg) == 12 * 2 * 2 * 256
+    assert kv_cache_bytes(cfg, 10, batch=3) == 3 * kv_cache_bytes(cfg, 10)
+
+
+def test_mla_cache_is_latent_plus_rope_key():
+    cfg = zoo.get("deepseek-v3").config
+    assert kv_cache_bytes(cfg, 10**6) == 61 * 576 * 2 * 10**6
+    assert kv_cache_bytes(cfg, 10, scale_bytes=4) == 61 * 10 * (576 * 2 + 2 * 4)
+
+
+# -- precision ------------------------------------------------------------------------
+def test_fractional_bytes_per_value():
+    assert kv_bytes_per_token(SEVEN_B, 0.5) == 131_072
+    assert kv_cache_bytes(SEVEN_B, 3, bytes_per_value=0.5) == 3 * 131_072
+    assert isinstance(kv_cache_bytes(SEVEN_B, 3, bytes_per_value=0.5), int)
+    with pytest.raises(ValueError, match="whole number"):
+        kv_bytes_per_token(SEVEN_B, 0.3)
+    odd = ModelConfig(vocab_size=8, d_model=8, n_layers=1, n_heads=2, d_ff=8,
+                      layer_types=("linear",), linear_state_values=3)
+    with pytest.raises(ValueError, match="whole number"):
+        kv_cache_bytes(odd, 5, bytes_per_value=0.5)
+
+
+def test_scale_bytes_per_kv_head():
+    cfg = SEVEN_B.with_(n_kv_heads=8)
+    plain = kv_cache_bytes(cfg, 100, bytes_per_value=1)
+    assert kv_cache_bytes(cfg, 100, bytes_per_value=1, scale_bytes=4) == plain + 32 * 100 * 16 * 4
+
+
+# -- agreement with toykv's own model and cache -----------------------------------------------
+TOY_VARIANTS = {
+    "mha": dict(),
+    "gqa": dict(n_kv_heads=2),
+    "mqa": dict(n_kv_heads=1),
+    "mla": dict(attention="mla", kv_lora_rank=32, rope_head_dim=8),
+    "sliding": dict(n_kv_heads=2, sliding_window=8, layer_types=("sliding", "full")),
+    "untied": dict(n_kv_heads=4, tie_embeddings=False),
+}
+
+
+@pytest.mark.parametrize("variant", TOY_VARIANTS)
+def test_param_count_matches_the_model_arrays(variant):
+    model = ToyTransformer(source_toy(**TOY_VARIANTS[variant]))
+    arrays = [model.embed, model.final_norm] + [a for layer in model.layers for a in layer.values()]
+    if model.lm_head is not None:
+        arrays.append(model.lm_head)
+    assert param_count(model.config) == sum(a.size for a in arrays)
+    blocks = sum(a.size for layer in model.layers for a in layer.values())
+    assert param_count(model.config, blocks_only=True) == blocks
+
+
+@pytest.mark.parametrize("variant", TOY_VARIANTS)
+@pytest.mark.parametrize("kv_dtype, bytes_per_value, scale_bytes",
+                         [("float32", 4, 0), ("float16", 2, 0), ("int8", 1, 4)])
+def test_cache_nbytes_matches_the_formula(variant, kv_dtype, bytes_per_value, scale_bytes):
+    model = ToyTransformer(source_toy(max_seq_len=64, **TOY_VARIANTS[variant]))
+    cache = model.new_cache(kv_dtype)
+    model.forward(np.arange(12) % 512, cache)
+    model.forward(np.array([3]), cache)
+    assert cache.nbytes == kv_cache_bytes(model.config, 13, bytes_per_value=bytes_per_value,
+                                          scale_bytes=scale_bytes)
+
+
+def test_llama2_7b_exact_param_count():
+    assert param_count(zoo.get("llama-2-7b").config) == 6_738_415_616
+    assert param_count(SEVEN_B.with_(tie_embeddings=False)) == 6_738_415_616
+
+
+# -- weights and the bandwidth bound (seed 001) ---------------------------------------------
+def test_bandwidth_bound_examples():
+    weights = weight_bytes(7 * 10**9)
+    assert weights == 14 * 10**9
+    assert int(max_tokens_per_second(10**12, weights)) == 71
+    step = weights + kv_cache_bytes(SEVEN_B, 4096)
+    assert round(max_tokens_per_second(10**12, step)) == 62
+    assert weight_bytes(7 * 10**9, 0.5) == 3_500_000_000
+
+
+# -- bad input -----------------------------------------------------------------------
+@pytest.mark.parametrize("kwargs, field", [
+    (dict(tokens=-1), "tokens"), (dict(tokens=1.5), "tokens"), (dict(tokens=True), "tokens"),
+    (dict(batch=0), "batch"), (dict(batch=2.0), "batch"), (dict(batch=True), "batch"),
+    (dict(bytes_per_value=0), "bytes_per_value"), (dict(bytes_per_value=-2), "bytes_per_value"),
+    (dict(bytes_per_value="2"), "bytes_per_value"),
+    (dict(bytes_per_value=float("nan")), "bytes_per_value"),
+    (dict(bytes_per_value=float("inf")), "bytes_per_value"),
+    (dict(scale_bytes=-4), "scale_bytes")])
+def test_kv_cache_bytes_rejects_bad_input(kwargs, field):
+    args = dict(tokens=10, batch=1, bytes_per_value=2, scale_bytes=0) | kwargs
+    with pytest.raises(ValueError, match=field):
+        kv_cache_bytes(SEVEN_B, **args)
+
+
+def test_other_bad_inputs():
+    with pytest.raises(ValueError, match="config"):
+        kv_bytes_per_token("llama-3.1-8b")
+    with pytest.raises(ValueError, match="bytes_per_value"):
+        kv_bytes_per_token(SEVEN_B, 0)
+    with pytest.raises(ValueError, match="model"):
+        kv_share("llama-3.1-8b", 10)
+    with pytest.raises(ValueError, match="tokens"):
+        kv_share(SEVEN_B, np.array([1.0, 2.0]))
+    with pytest.raises(ValueError, match="tokens"):
+        kv_share(SEVEN_B, np.array([1, -2]))
+    with pytest.raises(ValueError, match="batch"):
+        kv_share(SEVEN_B, 10, batch=0)
+    with pytest.raises(ValueError, match="bytes_per_param"):
+        relative_decode_speed(SEVEN_B, 10, bytes_per_param=0)
+    with pytest.raises(ValueError, match="params"):
+        weight_bytes(-1)
+    with pytest.raises(ValueError, match="bandwidth_bytes_per_s"):
+        max_tokens_per_second(0, 10)
+    with pytest.raises(ValueError, match="bytes_per_step"):
+        max_tokens_per_second(10, -1)
+    with pytest.raises(ValueError, match="config"):
+        param_count(None)

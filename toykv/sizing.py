@@ -1,0 +1,185 @@
+"""KV-cache sizing: exact byte counts from a ModelConfig, and the KV share of a decode step.
+
+The cache of one sequence is 2 * n_layers * n_kv_heads * head_dim * tokens values for
+MHA/GQA/MQA (K and V per KV head per layer); MLA stores kv_lora_rank + rope_head_dim values
+per token and layer (DeepSeek-V2, Table 1). Sliding layers stop at sliding_window tokens;
+linear-attention layers hold a fixed state. Every count is an exact Python int.
+"""
+from __future__ import annotations
+
+import numbers
+from collections import Counter
+from fractions import Fraction
+
+import numpy as np
+
+from .config import ModelConfig
+
+
+# -- argument checks -----------------------------------------------------------
+def _check_count(name, value, minimum):
+    """An integer >= minimum (numpy integers accepted, bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_size(name, value, allow_zero=False):
+    """A byte size: a real number > 0 (or >= 0), e.g. 2 for bf16, 0.5 for int4."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+        raise ValueError(f"{name} must be a number > 0, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero) or value == float("inf"):
+        rule = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {rule}, got {value!r}")
+    return Fraction(value)
+
+
+def _whole(count, size, what):
+    """count values of `size` bytes each, as a whole number of bytes."""
+    total = count * size
+    if total.denominator != 1:
+        raise ValueError(f"{what}: {count} values x {float(size)} bytes = {float(total)} bytes, "
+                         "not a whole number of bytes")
+    return int(total)
+
+
+def _check_config(config):
+    if not isinstance(config, ModelConfig):
+        raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
+
+
+# -- per-token and whole-cache sizes ---------------------------------------------
+def _values_per_token_per_layer(config) -> int:
+    """Values one token adds to one attention layer's cache (K and V, or MLA's latent + rope key)."""
+    if config.attention == "mla":
+        return config.kv_lora_rank + config.rope_head_dim
+    return 2 * config.n_kv_heads * config.head_dim
+
+
+def _scales_per_token_per_layer(config) -> int:
+    """Quantization scales per token and layer: one per K/V per KV head (MLA: latent + rope key)."""
+    return 2 if config.attention == "mla" else 2 * config.n_kv_heads
+
+
+def kv_values_per_token(config: ModelConfig) -> int:
+    """Values one token adds to the cache, summed over the layers whose cache grows (full, sliding)."""
+    _check_config(config)
+    growing = sum(1 for kind in config.kinds if kind != "linear")
+    return growing * _values_per_token_per_layer(config)
+
+
+def kv_bytes_per_token(config: ModelConfig, bytes_per_value=2) -> int:
+    """Bytes one token adds to the cache: kv_values_per_token * bytes_per_value."""
+    size = _check_size("bytes_per_value", bytes_per_value)
+    return _whole(kv_values_per_token(config), size, "kv_bytes_per_token")
+
+
+def kv_cache_bytes(config: ModelConfig, tokens, batch=1, bytes_per_value=2, scale_bytes=0) -> int:
+    """Bytes of the cache for `batch` sequences of `tokens` tokens each.
+
+    Full layers store every token, sliding layers min(tokens, sliding_window), linear layers
+    a fixed state of linear_state_values values. scale_bytes > 0 adds one scale of that many
+    bytes per stored token, layer and K/V head (int8 caches keep a float32 scale: 4).
+    """
+    _check_config(config)
+    tokens = _check_count("tokens", tokens, 0)
+    batch = _check_count("batch", batch, 1)
+    size = _check_size("bytes_per_value", bytes_per_value)
+    scale = _check_size("scale_bytes", scale_bytes, allow_zero=True)
+    kinds = Counter(config.kinds)
+    stored = kinds["full"] * tokens
+    if kinds["sliding"]:
+        stored += kinds["sliding"] * min(tokens, config.sliding_window)
+    values = stored * _values_per_token_per_layer(config) + kinds["linear"] * config.linear_state_values
+    scales = stored * _scales_per_token_per_layer(config)
+    per_sequence = _whole(values, size, "kv_cache_bytes") + _whole(scales, scale, "scale bytes")
+    return batch * per_sequence
+
+
+# -- parameters and weights --------------------------------------------------------
+def _attention_params(config) -> int:
+    """One attention block's weights, as toykv builds them (no biases)."""
+    c = config
+    D, H, hd = c.d_model, c.n_heads, c.head_dim
+    if c.attention == "mla":
+        r, rd = c.kv_lora_rank, c.rope_head_dim
+        return (D * H * (hd + rd)            # wq: non-rotary and rotary query parts
+                + D * (r + rd)               # w_dkv: latent c_kv and the shared rotary key
+                + r                          # kv_norm
+                + 2 * r * H * hd             # w_uk, w_uv: latent -> per-head K and V
+                + H * hd * D)                # wo
+    return D * H * hd + 2 * D * c.n_kv_heads * hd + H * hd * D
+
+
+def param_count(config: ModelConfig, blocks_only: bool = False) -> int:
+    """Parameters of a dense toykv model: embedding, untied head, n_layers blocks, final norm.
+
+    blocks_only=True counts just the n_layers blocks (norms, attention, SwiGLU MLP): the part
+    that grows with depth, for the layer-depth argument.
+    """
+    _check_config(config)
+    c = config
+    block = 2 * c.d_model + _attention_params(c) + 3 * c.d_model * c.d_ff
+    blocks = c.n_layers * block
+    if blocks_only:
+        return blocks
+    embeddings = c.vocab_size * c.d_model * (1 if c.tie_embeddings else 2)
+    return embeddings + blocks + c.d_model
+
+
+def weight_bytes(params, bytes_per_param=2) -> int:
+    """Bytes of `params` weights at bytes_per_param each (2 for bf16, 0.5 for 4-bit)."""
+    params = _check_count("params", params, 0)
+    size = _check_size("bytes_per_param", bytes_per_param)
+    return _whole(params, size, "weight_bytes")
+
+
+def _model_parts(model):
+    """(config, active params) of a ZooModel or a ModelConfig (then all its params are active)."""
+    if isinstance(model, ModelConfig):
+        return model, param_count(model)
+    config, active = getattr(model, "config", None), getattr(model, "active_params", None)
+    if not isinstance(config, ModelConfig) or active is None:
+        raise ValueError(f"model must be a toykv.zoo.ZooModel or a ModelConfig, "
+                         f"got {type(model).__name__}")
+    return config, active
+
+
+# -- the KV share of a decode step -------------------------------------------------
+def kv_share(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2):
+    """KV bytes / (KV bytes + active weight bytes) read by one decode step.
+
+    The weights are read once per step for the whole batch; every sequence's cache is read.
+    tokens: an int (returns a float) or an array of ints (returns an array, same shape).
+    """
+    config, active = _model_parts(model)
+    weights = weight_bytes(active, bytes_per_param)
+    batch = _check_count("batch", batch, 1)
+
+    def share(n):
+        kv = kv_cache_bytes(config, n, batch, bytes_per_value)
+        return kv / (kv + weights) if kv + weights else 0.0
+
+    if isinstance(tokens, np.ndarray):
+        if tokens.dtype.kind not in "iu":
+            raise ValueError(f"tokens must be an array of integers, got dtype {tokens.dtype}")
+        return np.array([share(int(n)) for n in tokens.ravel()]).reshape(tokens.shape)
+    return share(tokens)
+
+
+def relative_decode_speed(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2):
+    """Decode speed relative to an empty cache when bandwidth bound: 1 - kv_share."""
+    return 1 - kv_share(model, tokens, batch, bytes_per_value, bytes_per_param)
+
+
+def max_tokens_per_second(bandwidth_bytes_per_s, bytes_per_step) -> float:
+    """The bandwidth bound on decode: steps per second <= bandwidth / bytes read per step."""
+    bandwidth = _check_size("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    step = _check_size("bytes_per_step", bytes_per_step)
+    return float(bandwidth / step)
+
+
+__all__ = ["kv_values_per_token", "kv_bytes_per_token", "kv_cache_bytes", "param_count",
+           "weight_bytes", "kv_share", "relative_decode_speed", "max_tokens_per_second"]
