@@ -1,0 +1,41 @@
+"""How long one widget update takes: the median over several updates, for a benchmark to call."""
+from __future__ import annotations
+
+import statistics
+import time
+
+from .cache_fill import CacheFill
+from .size_calculator import CONTEXTS, VARIANTS, SizeCalculator
+
+
+def _seconds(action) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def update_latency(repeats: int = 10) -> dict[str, float]:
+    """Median seconds of `repeats` updates each: a CacheFill Step click, a CacheFill Reset
+    click, and a SizeCalculator control change (context, then attention variant, in turn).
+
+    Widgets are built first (not timed): this is what a reader waits for after a click.
+    """
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    fill = CacheFill()
+    steps = []
+    for _ in range(repeats):                         # steps at growing context, wrapping round
+        if fill.at_limit:
+            fill.reset()
+        steps.append(_seconds(fill.step_button.click))
+    resets = [_seconds(fill.reset_button.click) for _ in range(repeats)]
+    calc = SizeCalculator()
+    changes = []
+    for i in range(repeats):
+        control, options = ((calc.context, CONTEXTS) if i % 2 == 0
+                            else (calc.variant, [v for _, v in VARIANTS]))
+        new = options[(options.index(control.value) + 1) % len(options)]
+        changes.append(_seconds(lambda: setattr(control, "value", new)))
+    return {"cache_fill_step": statistics.median(steps),
+            "cache_fill_reset": statistics.median(resets),
+            "size_calculator_change": statistics.median(changes)}
