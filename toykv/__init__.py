@@ -10,6 +10,7 @@ from .cache import KVCache
 from .config import ModelConfig, source_toy
 from .generate import Step, decode_steps, generate
 from .hfconfig import from_hf_config
+from .loaders import Tokenizer, config_from_hf, load_hf
 from .model import ToyTransformer
 from .roofline import (HARDWARE, Hardware, describe_machine, hardware, measure_bandwidth,
                        measure_matmul_peak)
@@ -19,6 +20,7 @@ from .zoo import ZooModel
 
 __all__ = [
     "ModelConfig", "source_toy", "ToyTransformer", "KVCache", "Step", "decode_steps", "generate",
+    "load_hf", "config_from_hf", "Tokenizer",
     "flops", "roofline", "sizing", "zoo", "ZooModel", "from_hf_config",
     "kv_values_per_token", "kv_bytes_per_token", "kv_cache_bytes", "param_count", "weight_bytes",
     "kv_share", "relative_decode_speed", "max_tokens_per_second",
