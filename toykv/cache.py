@@ -90,10 +90,12 @@ class KVCache:
             held = self.held(layer)
             out = {k: np.concatenate([self.stored(layer, k), v.astype(np.float32)]) for k, v in new.items()}
             positions = np.arange(start - held, start + T)
+        n_keep = min(T, cap)                            # a ring keeps at most cap of them
+        first = (start + T - n_keep) % cap
+        slots = (slice(first, first + n_keep) if first + n_keep <= cap     # one block, or
+                 else np.arange(first, first + n_keep) % cap)             # wrapping around
         for name, values in new.items():
-            keep = values[-cap:]                        # a ring keeps at most cap of them
-            slots = np.arange(start + T - len(keep), start + T) % cap
-            self._write(layer, name, slots, keep)
+            self._write(layer, name, slots, values[-n_keep:])
         if not sliding:
             out = {k: self.stored_upto(layer, k, start + T) for k in new}
             positions = np.arange(start + T)

@@ -141,7 +141,12 @@ class ToyTransformer:
         """SwiGLU: down(silu(gate(h)) * up(h)). [T, D] -> [T, D]"""
         gate = self.ops.matmul(h, layer["w_gate"])                       # [T, d_ff]
         up = self.ops.matmul(h, layer["w_up"])                           # [T, d_ff]
-        return self.ops.matmul(gate / (1 + np.exp(-gate)) * up, layer["w_down"])
+        act = np.negative(gate)              # silu(gate) * up = gate / (1 + e^-gate) * up,
+        np.exp(act, out=act)                 # computed in place: no [T, d_ff] temporaries
+        act += 1
+        np.divide(gate, act, out=act)
+        act *= up
+        return self.ops.matmul(act, layer["w_down"])
 
     def attention(self, h, layer, i, positions, cache):
         if self.config.attention == "mla":
@@ -161,7 +166,8 @@ class ToyTransformer:
             k, v = kv["k"], kv["v"]                                      # [Tk, Hkv, hd]
         q = q.reshape(Hkv, H // Hkv, T, hd)                              # query heads grouped by KV head
         kT = k.transpose(1, 2, 0)[:, None]                               # [Hkv, 1, hd, Tk]
-        scores = mm(q, kT) * np.float32(1 / np.sqrt(hd))                 # [Hkv, G, T, Tk]
+        scores = mm(q, kT)                                               # [Hkv, G, T, Tk]
+        scores *= np.float32(1 / np.sqrt(hd))
         p = self.softmax(scores, self.mask(positions, key_pos, i))
         out = mm(p, v.transpose(1, 0, 2)[:, None])                       # [Hkv, G, T, hd]
         out = out.reshape(H, T, hd).transpose(1, 0, 2).reshape(T, H * hd)
@@ -192,7 +198,8 @@ class ToyTransformer:
             k_nope = mm(c_kv, layer["w_uk"]).reshape(Tk, H, hd).transpose(1, 0, 2)
             v = mm(c_kv, layer["w_uv"]).reshape(Tk, H, hd).transpose(1, 0, 2)  # [H, Tk, hd]
             scores = mm(q_nope, k_nope.transpose(0, 2, 1)) + rope_scores
-        p = self.softmax(scores * np.float32(1 / np.sqrt(hd + rd)), self.mask(positions, key_pos, i))
+        scores *= np.float32(1 / np.sqrt(hd + rd))
+        p = self.softmax(scores, self.mask(positions, key_pos, i))
         if self.absorb:
             w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, hd]
             out = mm(mm(p, c_kv[None]), w_uv)                            # [H, T, hd]
@@ -208,6 +215,9 @@ class ToyTransformer:
         return allowed
 
     def softmax(self, scores, allowed):
-        scores = np.where(allowed, scores, -np.inf)
-        e = np.exp(scores - scores.max(axis=-1, keepdims=True))
-        return e / self.ops.sum_last(e)
+        """Softmax over the last axis where allowed (elsewhere 0). Works in place on scores."""
+        np.copyto(scores, np.float32(-np.inf), where=~allowed)
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= self.ops.sum_last(scores)
+        return scores

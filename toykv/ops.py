@@ -10,8 +10,6 @@ same way whatever the number of rows, so both paths give identical bits.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 
@@ -24,15 +22,16 @@ class Ops:
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """a [..., m, k] @ b [..., k, n] -> [..., m, n], batch dims broadcast."""
-        m, k = a.shape[-2:]
-        n = b.shape[-1]
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        self.flops += 2 * math.prod(batch) * m * k * n
+        k = a.shape[-1]
+        if b.shape[-2] != k:
+            raise ValueError(f"matmul: a has {k} columns but b has {b.shape[-2]} rows")
         if not self.exact:
-            return np.matmul(a, b)
-        out = a[..., :, 0:1] * b[..., 0:1, :]          # [..., m, n]
-        for i in range(1, k):                           # fixed order: term 0, 1, 2, ...
-            out += a[..., :, i:i + 1] * b[..., i:i + 1, :]
+            out = np.matmul(a, b)
+        else:
+            out = a[..., :, 0:1] * b[..., 0:1, :]      # [..., m, n]
+            for i in range(1, k):                       # fixed order: term 0, 1, 2, ...
+                out += a[..., :, i:i + 1] * b[..., i:i + 1, :]
+        self.flops += 2 * out.size * k                  # out.size = batch * m * n
         return out
 
     def sum_last(self, x: np.ndarray) -> np.ndarray:

@@ -1,0 +1,118 @@
+"""ModelConfig: derived fields, and ValueErrors that name the field and the rule."""
+import pytest
+
+from toykv import ModelConfig, source_toy
+
+BASE = dict(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64)
+MLA = dict(attention="mla", kv_lora_rank=8, rope_head_dim=4)
+
+
+def bad(match, **changes):
+    with pytest.raises(ValueError, match=match):
+        ModelConfig(**{**BASE, **changes})
+
+
+def test_derived_fields():
+    c = ModelConfig(**BASE)
+    assert (c.head_dim, c.n_kv_heads, c.attention, c.group_size) == (8, 4, "mha", 1)
+    assert ModelConfig(**BASE, n_kv_heads=2).attention == "gqa"
+    assert ModelConfig(**BASE, n_kv_heads=1).attention == "mqa"
+    assert ModelConfig(**BASE, attention="mqa").n_kv_heads == 1
+    assert ModelConfig(**BASE, n_kv_heads=2).group_size == 2
+    assert ModelConfig(**BASE, **MLA).n_kv_heads == 4
+    assert ModelConfig(**{**BASE, "d_model": 30}, head_dim=16).head_dim == 16
+    assert ModelConfig(**BASE).kinds == ("full", "full")
+    assert ModelConfig(**BASE, sliding_window=8).kinds == ("sliding", "sliding")
+
+
+def test_source_toy_is_the_blog_posts_model():
+    # source 003, section 3: 2 layers, d_model 128, 8 heads of 16, MLP 512, vocab 512
+    c = source_toy()
+    assert (c.n_layers, c.d_model, c.n_heads, c.head_dim, c.d_ff, c.vocab_size) == \
+        (2, 128, 8, 16, 512, 512)
+    assert c.attention == "mha"
+    assert source_toy(n_kv_heads=2).attention == "gqa"
+
+
+@pytest.mark.parametrize("field", ["vocab_size", "d_model", "n_layers", "n_heads", "d_ff",
+                                   "max_seq_len", "n_kv_heads", "head_dim", "sliding_window"])
+@pytest.mark.parametrize("value", [0, -2, 2.5, True])
+def test_sizes_must_be_positive_integers(field, value):
+    bad(f"{field} must be a positive integer", **{field: value})
+
+
+@pytest.mark.parametrize("field", ["kv_lora_rank", "rope_head_dim"])
+@pytest.mark.parametrize("value", [0, -4])
+def test_mla_ranks_must_be_positive(field, value):
+    bad(f"{field} must be a positive integer", **{**MLA, field: value})
+
+
+def test_d_model_divisible_by_n_heads_unless_head_dim_given():
+    bad(r"d_model \(30\) must be divisible by n_heads \(4\)", d_model=30)
+    assert ModelConfig(**{**BASE, "d_model": 30, "head_dim": 8}).head_dim == 8
+
+
+def test_n_heads_multiple_of_n_kv_heads():
+    bad(r"n_heads \(4\) must be a multiple of n_kv_heads \(3\)", n_kv_heads=3)
+    bad("n_heads", n_kv_heads=8)
+
+
+@pytest.mark.parametrize("kind", ["MHA", "sliding", "latent", ""])
+def test_attention_kind_must_be_one_of_four(kind):
+    bad("attention must be one of", attention=kind)
+
+
+@pytest.mark.parametrize("missing", ["kv_lora_rank", "rope_head_dim"])
+def test_mla_needs_its_ranks(missing):
+    changes = {k: v for k, v in MLA.items() if k != missing}
+    bad(f"attention='mla' needs {missing}", **changes)
+
+
+def test_mla_specific_rules():
+    bad("rope_head_dim must be even", **{**MLA, "rope_head_dim": 3})
+    bad("n_kv_heads", **MLA, n_kv_heads=2)
+    bad("for attention='mla' only", kv_lora_rank=8)
+    bad("for attention='mla' only", rope_head_dim=4)
+
+
+@pytest.mark.parametrize("attention, n_kv_heads", [
+    ("mha", 2), ("mha", 1), ("gqa", 4), ("gqa", 1), ("mqa", 2), ("mqa", 4)])
+def test_attention_must_match_n_kv_heads(attention, n_kv_heads):
+    bad(f"attention='{attention}' does not match n_kv_heads={n_kv_heads}",
+        attention=attention, n_kv_heads=n_kv_heads)
+
+
+def test_gqa_needs_n_kv_heads():
+    bad("attention='gqa' needs n_kv_heads", attention="gqa")
+
+
+@pytest.mark.parametrize("window", [0, -1])
+def test_window_must_be_positive(window):
+    bad("sliding_window must be a positive integer", sliding_window=window)
+
+
+def test_layer_types_rules():
+    bad("layer_types has 3 entries but n_layers is 2", layer_types=("full", "full", "full"))
+    bad("layer_types entries must be in", layer_types=("full", "global"))
+    bad("sliding_window is not set", layer_types=("sliding", "full"))
+    bad("linear_state_values must be > 0", layer_types=("linear", "full"))
+    c = ModelConfig(**BASE, sliding_window=4, layer_types=["sliding", "full"])
+    assert c.kinds == ("sliding", "full")
+
+
+@pytest.mark.parametrize("field, value", [("rope_theta", 0), ("rope_theta", -1.0),
+                                          ("norm_eps", 0), ("linear_state_values", -1)])
+def test_other_numeric_fields(field, value):
+    bad(field, **{field: value})
+
+
+def test_with_rederives_attention_and_head_dim():
+    c = ModelConfig(**BASE)
+    assert c.with_(attention="mqa").n_kv_heads == 1
+    assert c.with_(n_kv_heads=2).attention == "gqa"
+    assert c.with_(n_heads=8).head_dim == 4
+    assert c.with_(n_heads=8).n_kv_heads == 8
+    mla = c.with_(**MLA)
+    assert mla.attention == "mla" and mla.with_(attention="mha").kv_lora_rank is None
+    assert c.with_(d_model=64).head_dim == 16
+    assert c == ModelConfig(**BASE)                          # frozen: with_ made copies

@@ -1,0 +1,116 @@
+"""toykv.flops formulas against the FLOPs the model's counter actually counts."""
+import numpy as np
+import pytest
+
+from toykv import ModelConfig, ToyTransformer, decode_steps, source_toy
+from toykv.flops import (cached_step_flops, forward_flops, full_pass_flops, generation_flops,
+                         source_cached_step_flops, source_full_pass_flops)
+
+BASE = dict(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=64)
+MLA = dict(attention="mla", kv_lora_rank=8, rope_head_dim=4)
+VARIANTS = {
+    "mha": ({}, False), "gqa": (dict(n_kv_heads=2), False), "mqa": (dict(n_kv_heads=1), False),
+    "mla_expanded": (MLA, False), "mla_absorbed": (MLA, True),
+    "sliding": (dict(sliding_window=4), False),
+    "mixed": (dict(sliding_window=4, layer_types=("sliding", "full")), False),
+    "head_dim_given": (dict(head_dim=12, n_kv_heads=2, tie_embeddings=False), False),
+}
+
+
+def make_model(name):
+    changes, absorb = VARIANTS[name]
+    model = ToyTransformer(ModelConfig(**{**BASE, **changes}))
+    model.absorb = absorb
+    return model, absorb
+
+
+def counted(model, token_ids, cache=None):
+    before = model.flops
+    model.forward(token_ids, cache)
+    return model.flops - before
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_counter_equals_formula_for_prefill_chunks_and_decode(name):
+    model, absorb = make_model(name)
+    cfg, cache = model.config, model.new_cache()
+    assert counted(model, list(range(9)), cache) == forward_flops(cfg, 9, 0, absorb)
+    assert counted(model, list(range(6)), cache) == forward_flops(cfg, 6, 9, absorb)
+    for context in range(16, 24):                   # decode steps, windows wrapping
+        assert counted(model, [context], cache) == cached_step_flops(cfg, context, absorb)
+    assert counted(model, list(range(20))) == full_pass_flops(cfg, 20, absorb)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generation_flops_match_each_step(name, use_cache):
+    model, absorb = make_model(name)
+    steps = list(decode_steps(model, [3, 1, 4, 1, 5], 10, use_cache=use_cache))
+    expected = generation_flops(model.config, 5, 10, use_cache=use_cache, absorb=absorb)
+    assert [s.flops for s in steps] == expected
+
+
+def test_mla_absorbed_decode_step_counts_differ_as_the_formulas_say():
+    # one decode step at context 13: expanded re-expands all 13 latents, absorbed does not
+    counts = {}
+    for absorb in (False, True):
+        model, _ = make_model("mla_expanded")
+        model.absorb = absorb
+        cache = model.new_cache()
+        model.forward(list(range(12)), cache)
+        counts[absorb] = counted(model, [5], cache)
+        assert counts[absorb] == cached_step_flops(model.config, 13, absorb)
+    assert counts[True] < counts[False]
+
+
+@pytest.mark.parametrize("S", [1, 32, 512])
+def test_full_pass_is_source_formula_plus_swiglu_third_matrix(S):
+    cfg = source_toy()
+    swiglu_extra = cfg.n_layers * 2 * S * cfg.d_model * cfg.d_ff
+    assert full_pass_flops(cfg, S) == source_full_pass_flops(cfg, S) + swiglu_extra
+
+
+@pytest.mark.parametrize("S", [1, 33, 512])
+def test_cached_step_is_source_formula_plus_swiglu_third_matrix(S):
+    cfg = source_toy()
+    swiglu_extra = cfg.n_layers * 2 * cfg.d_model * cfg.d_ff
+    assert cached_step_flops(cfg, S) == source_cached_step_flops(cfg, S) + swiglu_extra
+
+
+def test_source_toy_counter_matches_formula():
+    model = ToyTransformer(source_toy())
+    assert counted(model, list(range(32))) == full_pass_flops(model.config, 32)
+
+
+def test_gqa_and_mqa_shrink_only_the_kv_projections():
+    mha, mqa = source_toy(), source_toy(n_kv_heads=1)
+    D, hd, S = mha.d_model, mha.head_dim, 64
+    saved = mha.n_layers * 2 * (2 * S * D * (mha.n_kv_heads - 1) * hd)     # K and V projections
+    assert full_pass_flops(mha, S) - full_pass_flops(mqa, S) == saved
+
+
+@pytest.mark.parametrize("n", [1, 5, 12])
+def test_token_passes_n_squared_over_two_without_cache_n_with(n):
+    model, _ = make_model("mha")
+    uncached = sum(s.tokens_in for s in decode_steps(model, [7], n, use_cache=False))
+    cached = sum(s.tokens_in for s in decode_steps(model, [7], n, use_cache=True))
+    assert uncached == n * (n + 1) // 2
+    assert cached == n
+
+
+def test_uncached_generation_costs_more_and_grows_faster():
+    cfg = source_toy()
+    cached = generation_flops(cfg, 32, 64, use_cache=True)
+    uncached = generation_flops(cfg, 32, 64, use_cache=False)
+    assert cached[0] == uncached[0]                         # the same prefill
+    assert all(u > c for u, c in zip(uncached[1:], cached[1:]))
+    steps = np.diff(cached[1:])                             # grows by the attention term only
+    assert np.all(steps == cfg.n_layers * 4 * cfg.n_heads * cfg.head_dim)
+
+
+def test_formulas_reject_bad_lengths():
+    with pytest.raises(ValueError, match="n_new"):
+        forward_flops(source_toy(), 0)
+    with pytest.raises(ValueError, match="n_cached"):
+        forward_flops(source_toy(), 1, -1)
+    assert generation_flops(source_toy(), 4, 0) == []

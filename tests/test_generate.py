@@ -1,0 +1,98 @@
+"""Greedy generation: the cache changes no token; each Step reports what it did."""
+import numpy as np
+import pytest
+
+from toykv import ModelConfig, Step, ToyTransformer, decode_steps, generate
+
+BASE = dict(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=64)
+VARIANTS = {
+    "mha": {}, "gqa": dict(n_kv_heads=2), "mqa": dict(n_kv_heads=1),
+    "mla": dict(attention="mla", kv_lora_rank=8, rope_head_dim=4),
+    "sliding": dict(sliding_window=4),
+    "mixed": dict(sliding_window=4, layer_types=("sliding", "full")),
+}
+PROMPT = [5, 17, 3, 42, 8, 8, 1]
+
+
+def toy(name="mha", seed=0, exact=False):
+    return ToyTransformer(ModelConfig(**{**BASE, **VARIANTS[name]}), seed=seed, exact=exact)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_same_tokens_with_and_without_cache(name):
+    model = toy(name)
+    cached = generate(model, PROMPT, 24)
+    assert cached == generate(model, PROMPT, 24, use_cache=False)
+    assert len(cached) == 24 and all(0 <= t < 64 for t in cached)
+
+
+def test_same_tokens_with_and_without_cache_exact_backend():
+    model = toy("gqa", exact=True)
+    assert generate(model, PROMPT, 12) == generate(model, PROMPT, 12, use_cache=False)
+
+
+def test_generate_is_greedy_argmax_of_a_full_pass():
+    model = toy("gqa")
+    ids = list(PROMPT)
+    for _ in range(6):
+        ids.append(int(np.argmax(model.forward(ids)[-1])))
+    assert generate(model, PROMPT, 6) == ids[len(PROMPT):]
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_decode_steps_report_phase_sizes_and_cache(use_cache):
+    model, n = toy("gqa"), 9
+    c, P = model.config, len(PROMPT)
+    steps = list(decode_steps(model, PROMPT, n, use_cache=use_cache))
+    assert [s.index for s in steps] == list(range(n))
+    assert [s.phase for s in steps] == ["prefill"] + ["decode"] * (n - 1)
+    for s in steps:
+        assert isinstance(s, Step)
+        assert s.context == P + s.index
+        assert s.tokens_in == (1 if use_cache and s.index > 0 else s.context)
+        assert s.logits.shape == (c.vocab_size,) and s.token == int(np.argmax(s.logits))
+        assert s.seconds > 0 and s.flops > 0
+        if use_cache:
+            assert s.cache_tokens == s.context
+            assert s.cache_bytes == 2 * c.n_layers * c.n_kv_heads * c.head_dim * s.context * 4
+        else:
+            assert s.cache_tokens == 0 and s.cache_bytes == 0
+    assert [s.token for s in steps] == generate(model, PROMPT, n)
+
+
+def test_decode_steps_with_int8_cache_reports_its_bytes():
+    model = toy("mha")
+    c = model.config
+    last = list(decode_steps(model, PROMPT, 4, kv_dtype="int8"))[-1]
+    T = len(PROMPT) + 3
+    assert last.cache_bytes == 2 * c.n_layers * c.n_kv_heads * (c.head_dim + 4) * T
+
+
+def test_zero_new_tokens_gives_empty_list():
+    assert generate(toy(), PROMPT, 0) == []
+    assert generate(toy(), PROMPT, 0, use_cache=False) == []
+
+
+@pytest.mark.parametrize("bad", [-1, -5, 2.0, True, "3"])
+def test_generate_rejects_bad_max_new_tokens(bad):
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        generate(toy(), PROMPT, bad)
+
+
+@pytest.mark.parametrize("bad", [[], [64], [1.5], [[1, 2]]])
+def test_generate_rejects_bad_prompts(bad):
+    with pytest.raises(ValueError, match="token"):
+        generate(toy(), bad, 3)
+
+
+def test_generation_past_max_seq_len_raises():
+    model = toy()
+    with pytest.raises(ValueError, match="max_seq_len"):
+        generate(model, PROMPT, BASE["max_seq_len"])
+    assert len(generate(model, PROMPT, BASE["max_seq_len"] - len(PROMPT) + 1)) == 58
+
+
+def test_determinism_same_seed_same_tokens_different_seed_different():
+    first = generate(toy(seed=11), PROMPT, 20)
+    assert first == generate(toy(seed=11), PROMPT, 20)
+    assert first != generate(toy(seed=12), PROMPT, 20)

@@ -1,0 +1,251 @@
+"""python -m toykv.bench: toykv's speed against this machine's own roofline, measured in one run.
+
+Prints the machine and then
+1. decode: bytes a cached step reads / step time / measured memory bandwidth (a ~0.57 GB
+   float32 model),
+2. prefill: FLOPs of a 512-token prompt / time / measured matmul peak (the same model),
+3. the source's toy generating to 512 tokens: cached step time at 512 over at 64 (flat?),
+   and uncached over cached step time at 512 (the blog post, source 003, measured 58x),
+4. the exact backend's slowdown over the default one,
+5. widget update latency (a placeholder for now).
+Each ratio carries PASS or BELOW FLOOR. Bandwidth and peak come from toykv.roofline and are
+measured in rounds interleaved with the model's runs, because on a shared machine they drift
+within seconds. The run also reports how busy other processes kept the CPUs: when they used
+more than a few percent, the figures say more about the neighbours than about toykv.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import time
+
+import numpy as np
+
+from . import roofline
+from .config import ModelConfig, source_toy
+from .flops import forward_flops
+from .generate import decode_steps
+from .model import ToyTransformer
+
+# ~0.57 GB of float32 weights: 8 x (4 D^2 + 3 D d_ff) + vocab x D = 143M parameters
+DECODE_CONFIG = ModelConfig(vocab_size=8192, d_model=1024, n_layers=8, n_heads=16, d_ff=4096,
+                            max_seq_len=1024)
+PROMPT_LEN = 512                    # prefill length, and the context decode starts from
+DECODE_ROUNDS, STEPS_PER_ROUND = 5, 12    # each round: measure bandwidth, then time 12 steps
+PREFILL_ROUNDS = 3                  # each round: measure matmul peak, then time one prefill
+TOY_PROMPT, TOY_END, WINDOW = 32, 512, 32  # toy: 32-token prompt to 512; 32-step windows
+EXACT_NEW_TOKENS = 64
+SOURCE_UNCACHED_OVER_CACHED = 58    # source 003: 35.1 ms / 0.60 ms per step at 512
+BUSY_WARNING = 0.05                 # other processes' share of the CPUs that spoils timings
+
+
+def verdict(ratio: float, floor: float, higher_is_better: bool = True) -> str:
+    ok = ratio >= floor if higher_is_better else ratio <= floor
+    return "PASS" if ok else "BELOW FLOOR"
+
+
+def weight_bytes(model: ToyTransformer) -> int:
+    """Bytes of every weight array a decode step reads (a tied embedding is the output head)."""
+    arrays = [model.embed, model.final_norm] + [a for layer in model.layers for a in layer.values()]
+    if model.lm_head is not None:
+        arrays.append(model.lm_head)
+    return sum(a.nbytes for a in arrays)
+
+
+def random_prompt(n: int, vocab_size: int, seed: int = 0) -> list[int]:
+    return [int(t) for t in np.random.default_rng(seed).integers(0, vocab_size, n)]
+
+
+def median_window(steps, last_context: int, width: int) -> float:
+    """Median step time of the `width` steps whose context ends at last_context."""
+    times = [s.seconds for s in steps if last_context - width < s.context <= last_context]
+    if len(times) != width:
+        raise ValueError(f"need {width} steps ending at context {last_context}, got {len(times)}")
+    return float(np.median(times))
+
+
+# -- how busy the machine is -------------------------------------------------------------
+
+def _cpu_jiffies():
+    """(busy, total) CPU ticks of the whole machine since boot, from /proc/stat (Linux)."""
+    with open("/proc/stat") as f:
+        ticks = [int(v) for v in f.readline().split()[1:9]]
+    idle = ticks[3] + ticks[4]                        # idle + iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+class OthersLoad:
+    """Share of the machine's CPU time used by other processes between start() and share()."""
+
+    def start(self):
+        try:
+            self.busy0, self.total0 = _cpu_jiffies()
+        except (OSError, ValueError, IndexError):
+            self.busy0 = None
+        self.own0 = time.process_time()
+
+    def share(self) -> float | None:
+        if self.busy0 is None:
+            return None
+        busy, total = _cpu_jiffies()
+        ticks_per_s = os.sysconf("SC_CLK_TCK")
+        own = (time.process_time() - self.own0) * ticks_per_s
+        return max(0.0, (busy - self.busy0 - own) / max(1, total - self.total0))
+
+
+def load_average() -> str:
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+def print_machine():
+    info = roofline.describe_machine()
+    print(f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
+    print("machine: " + ", ".join(f"{k}={v}" for k, v in info.items()))
+    env = {k: os.environ.get(k) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS",
+                                          "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    print("env: " + ", ".join(f"{k}={v if v is not None else '(unset)'}" for k, v in env.items()))
+    print(f"load average at the start (1, 5, 15 min): {load_average()}")
+
+
+# -- 1 and 2: decode and prefill on a ~0.57 GB model ----------------------------------------
+
+def bench_prefill(model, prompt):
+    """Rounds of (matmul peak, one timed prefill). Returns (peaks, seconds, the last cache, logits)."""
+    peaks, seconds = [], []
+    for _ in range(PREFILL_ROUNDS):
+        peaks.append(roofline.measure_matmul_peak())
+        cache = model.new_cache()
+        t0 = time.perf_counter()
+        logits = model.forward(prompt, cache)
+        seconds.append(time.perf_counter() - t0)
+    return peaks, seconds, cache, logits
+
+
+def bench_decode(model, cache, token):
+    """Rounds of (bandwidth, STEPS_PER_ROUND timed cached steps). Returns bandwidths, per-round
+    step times and the bytes each step read (weights + the cache it attends over)."""
+    wbytes, bandwidths, rounds, step_bytes = weight_bytes(model), [], [], []
+    for _ in range(DECODE_ROUNDS):
+        bandwidths.append(roofline.measure_bandwidth())
+        times = []
+        for _ in range(STEPS_PER_ROUND):
+            step_bytes.append(wbytes + cache.nbytes + cache.nbytes // len(cache))  # + new K, V
+            t0 = time.perf_counter()
+            logits = model.forward([token], cache)
+            times.append(time.perf_counter() - t0)
+            token = int(np.argmax(logits[-1]))
+        rounds.append(times)
+    return bandwidths, rounds, step_bytes
+
+
+def bench_decode_and_prefill():
+    c = DECODE_CONFIG
+    model = ToyTransformer(c)
+    prompt = random_prompt(PROMPT_LEN, c.vocab_size)
+    peaks, prefill_times, cache, logits = bench_prefill(model, prompt)
+    bandwidths, rounds, step_bytes = bench_decode(model, cache, int(np.argmax(logits[-1])))
+
+    steps = [t for r in rounds for t in r]
+    bandwidth, step, nbytes = (float(np.median(bandwidths)), float(np.median(steps)),
+                               float(np.median(step_bytes)))
+    ratio = nbytes / step / bandwidth
+    print(f"\n1. decode ({c.n_layers} layers, d_model {c.d_model}, {c.n_heads} heads, d_ff "
+          f"{c.d_ff}, vocab {c.vocab_size}; float32 weights {weight_bytes(model) / 1e9:.3f} GB; "
+          f"context {PROMPT_LEN + 1}-{PROMPT_LEN + len(steps)})")
+    print(f"   {DECODE_ROUNDS} rounds of [measure_bandwidth(), {STEPS_PER_ROUND} cached steps]:")
+    for b, r in zip(bandwidths, rounds):
+        print(f"     bandwidth {b / 1e9:5.1f} GB/s, median step {np.median(r) * 1e3:6.2f} ms "
+              f"-> {nbytes / np.median(r) / b:.2f}")
+    print(f"   bytes per step {nbytes / 1e6:.1f} MB (weights + cache); median step {step * 1e3:.2f} ms "
+          f"(best {min(steps) * 1e3:.2f}); median bandwidth {bandwidth / 1e9:.1f} GB/s")
+    print(f"   -> {nbytes / step / 1e9:.1f} GB/s = {ratio:.2f} of measured bandwidth  "
+          f"(goal 0.8, floor 0.5)  {verdict(ratio, 0.5)}")
+
+    peak, flops, prefill = (float(np.median(peaks)), forward_flops(c, PROMPT_LEN),
+                            float(np.median(prefill_times)))
+    ratio = flops / prefill / peak
+    print(f"\n2. prefill ({PROMPT_LEN} tokens, same model): {flops / 1e9:.1f} GFLOP; "
+          f"{PREFILL_ROUNDS} rounds of [measure_matmul_peak(), one prefill]:")
+    for p, s in zip(peaks, prefill_times):
+        print(f"     peak {p / 1e9:6.1f} GFLOP/s, prefill {s:.3f} s -> {flops / s / p:.2f}")
+    print(f"   median prefill {prefill:.3f} s, median peak {peak / 1e9:.1f} GFLOP/s")
+    print(f"   -> {flops / prefill / 1e9:.1f} GFLOP/s = {ratio:.2f} of measured matmul peak  "
+          f"(goal 0.8, floor 0.5)  {verdict(ratio, 0.5)}")
+
+
+# -- 3 and 4: the source's toy --------------------------------------------------------------
+
+def bench_toy():
+    model = ToyTransformer(source_toy())
+    prompt = random_prompt(TOY_PROMPT, model.config.vocab_size)
+    new = TOY_END - TOY_PROMPT + 1             # the last step runs at context TOY_END
+    t0 = time.perf_counter()
+    cached = list(decode_steps(model, prompt, new, use_cache=True))
+    t_cached = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    uncached = list(decode_steps(model, prompt, new, use_cache=False))
+    t_uncached = time.perf_counter() - t0
+    same = [s.token for s in cached] == [s.token for s in uncached]
+
+    at64, at512 = median_window(cached, 64, WINDOW), median_window(cached, TOY_END, WINDOW)
+    un64, un512 = median_window(uncached, 64, WINDOW), median_window(uncached, TOY_END, WINDOW)
+    flat, speedup = at512 / at64, un512 / at512
+    print(f"\n3. source toy (2 layers, d_model 128, 8 heads, d_ff 512, vocab 512): "
+          f"{TOY_PROMPT}-token prompt generated to {TOY_END} tokens; medians of the "
+          f"{WINDOW} steps ending at each context")
+    print(f"   cached step: {at64 * 1e3:.3f} ms at 64, {at512 * 1e3:.3f} ms at {TOY_END} "
+          f"-> {flat:.2f}x  (flat: floor <= 1.5)  {verdict(flat, 1.5, higher_is_better=False)}")
+    print(f"   uncached step: {un64 * 1e3:.2f} ms at 64, {un512 * 1e3:.2f} ms at {TOY_END} "
+          f"-> {speedup:.0f}x the cached step at {TOY_END}  (source measured "
+          f"{SOURCE_UNCACHED_OVER_CACHED}x)  {verdict(speedup, SOURCE_UNCACHED_OVER_CACHED)}")
+    print(f"   whole generation: cached {t_cached:.2f} s, uncached {t_uncached:.2f} s; "
+          f"same tokens: {same}")
+
+
+def bench_exact():
+    prompt = random_prompt(TOY_PROMPT, source_toy().vocab_size)
+    seconds = {}
+    for exact in (False, True):
+        model = ToyTransformer(source_toy(), exact=exact)
+        t0 = time.perf_counter()
+        for _ in decode_steps(model, prompt, EXACT_NEW_TOKENS):
+            pass
+        seconds[exact] = time.perf_counter() - t0
+    print(f"\n4. exact backend (source toy, {TOY_PROMPT}-token prompt, {EXACT_NEW_TOKENS} tokens "
+          f"generated with the cache): {seconds[True]:.2f} s vs default {seconds[False]:.3f} s "
+          f"-> {seconds[True] / seconds[False]:.0f}x slower (keep exact=True to small runs)")
+
+
+def bench_widgets():
+    # ---- 5. WIDGETS: widget update latency goes here (toykv.widgets: the cache-fill Step and
+    # the size calculator's update, median seconds per update). Not measured yet. ----
+    print("\n5. widget update latency: (placeholder, not measured yet)")
+
+
+def main():
+    t_start, others = time.perf_counter(), OthersLoad()
+    others.start()
+    print("toykv benchmark: python -m toykv.bench")
+    print_machine()
+    print("roofline: toykv.roofline.measure_bandwidth() (np.dot of 256 MiB float64, best of 5) "
+          "and measure_matmul_peak() (float32 2048^3, best of 5), measured in rounds between "
+          "the model's runs; ratios use medians")
+    bench_decode_and_prefill()
+    bench_toy()
+    bench_exact()
+    bench_widgets()
+    share = others.share()
+    print(f"\nload average at the end: {load_average()}; total {time.perf_counter() - t_start:.0f} s")
+    if share is None:
+        print("other processes' CPU use: unknown (no /proc/stat)")
+    else:
+        note = ("  WARNING: the machine was busy; rerun when it is idle" if share > BUSY_WARNING
+                else "  (quiet enough)")
+        print(f"other processes used {share:.0%} of the CPUs during the run{note}")
+
+
+if __name__ == "__main__":
+    main()
