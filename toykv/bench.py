@@ -7,7 +7,8 @@ Prints the machine and then
 3. the source's toy generating to 512 tokens: cached step time at 512 over at 64 (flat?),
    and uncached over cached step time at 512 (the blog post, source 003, measured 58x),
 4. the exact backend's slowdown over the default one,
-5. widget update latency (a placeholder for now).
+5. widget update latency: median time of a cache-fill Step/Reset and a size-calculator
+   change, against a 100 ms budget.
 Each ratio carries PASS or BELOW FLOOR. Bandwidth and peak come from toykv.roofline and are
 measured in rounds interleaved with the model's runs, because on a shared machine they drift
 within seconds. The run also reports how busy other processes kept the CPUs: when they used
@@ -219,10 +220,20 @@ def bench_exact():
           f"-> {seconds[True] / seconds[False]:.0f}x slower (keep exact=True to small runs)")
 
 
+WIDGET_BUDGET = 0.100               # seconds: a widget should answer a click at once
+
+
 def bench_widgets():
-    # ---- 5. WIDGETS: widget update latency goes here (toykv.widgets: the cache-fill Step and
-    # the size calculator's update, median seconds per update). Not measured yet. ----
-    print("\n5. widget update latency: (placeholder, not measured yet)")
+    """Median seconds per widget update (toykv.widgets.update_latency), against 100 ms."""
+    try:
+        from .widgets import update_latency
+    except ImportError as err:                    # ipywidgets/matplotlib are not hard deps
+        print(f"\n5. widget update latency: skipped ({err}); pip install ipywidgets matplotlib")
+        return
+    print("\n5. widget update latency (median of 10 updates each; budget 100 ms):")
+    for name, seconds in update_latency(repeats=10).items():
+        print(f"   {name:24s} {seconds * 1e3:7.1f} ms  "
+              f"{verdict(seconds, WIDGET_BUDGET, higher_is_better=False)}")
 
 
 def main():
