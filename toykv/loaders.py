@@ -50,12 +50,7 @@ def load_hf(directory, max_seq_len: int | None = None, exact: bool = False):
     tensors = tensor_table(weight_files(path))
     weights = _gather_weights(tensors, config)                # every array, before the model
     tokenizer = load_tokenizer(path, config.vocab_size)
-    model = ToyTransformer(config, exact=exact)
-    model.embed, model.final_norm = weights["embed"], weights["final_norm"]
-    model.lm_head = weights["lm_head"]
-    for layer, arrays in zip(model.layers, weights["layers"]):
-        layer.update(arrays)
-    return model, tokenizer
+    return ToyTransformer(config, exact=exact, weights=weights), tokenizer
 
 
 # -- config -------------------------------------------------------------------------------

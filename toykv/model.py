@@ -30,9 +30,14 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 
 
 class ToyTransformer:
-    """A seeded random-weight (or loaded) Llama-style model. exact=True: see toykv.ops."""
+    """A Llama-style model with seeded random weights, or the given `weights` (a loader's).
 
-    def __init__(self, config: ModelConfig, seed: int = 0, exact: bool = False):
+    exact=True sums every product in one fixed order, so cached and recomputed logits are
+    identical bit for bit; the default BLAS backend differs by float32 rounding (see toykv.ops).
+    """
+
+    def __init__(self, config: ModelConfig, seed: int = 0, exact: bool = False,
+                 weights: dict | None = None):
         if not isinstance(config, ModelConfig):
             raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
         if "linear" in config.kinds:
@@ -41,7 +46,11 @@ class ToyTransformer:
         self.config = config
         self.ops = Ops(exact)
         self.absorb = False          # MLA: attend in latent space instead of expanding K and V
-        self._init_weights(np.random.default_rng(seed))
+        if weights is None:
+            self._init_weights(np.random.default_rng(seed))
+        else:    # given arrays (a loader's): {"embed", "layers", "final_norm", "lm_head"}
+            self.embed, self.layers = weights["embed"], [dict(x) for x in weights["layers"]]
+            self.final_norm, self.lm_head = weights["final_norm"], weights["lm_head"]
         self.set_rope()
 
     # -- weights ----------------------------------------------------------------
