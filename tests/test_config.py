@@ -1,4 +1,7 @@
 """ModelConfig: derived fields, and ValueErrors that name the field and the rule."""
+from dataclasses import replace
+
+import numpy as np
 import pytest
 
 from toykv import ModelConfig, source_toy
@@ -21,8 +24,8 @@ def test_derived_fields():
     assert ModelConfig(**BASE, n_kv_heads=2).group_size == 2
     assert ModelConfig(**BASE, **MLA).n_kv_heads == 4
     assert ModelConfig(**{**BASE, "d_model": 30}, head_dim=16).head_dim == 16
-    assert ModelConfig(**BASE).kinds == ("full", "full")
-    assert ModelConfig(**BASE, sliding_window=8).kinds == ("sliding", "sliding")
+    assert ModelConfig(**BASE).layer_kinds == ("full", "full")
+    assert ModelConfig(**BASE, sliding_window=8).layer_kinds == ("sliding", "sliding")
 
 
 def test_source_toy_is_the_blog_posts_model():
@@ -38,13 +41,13 @@ def test_source_toy_is_the_blog_posts_model():
                                    "max_seq_len", "n_kv_heads", "head_dim", "sliding_window"])
 @pytest.mark.parametrize("value", [0, -2, 2.5, True])
 def test_sizes_must_be_positive_integers(field, value):
-    bad(f"{field} must be a positive integer", **{field: value})
+    bad(f"{field} must be an integer", **{field: value})
 
 
 @pytest.mark.parametrize("field", ["kv_lora_rank", "rope_head_dim"])
 @pytest.mark.parametrize("value", [0, -4])
 def test_mla_ranks_must_be_positive(field, value):
-    bad(f"{field} must be a positive integer", **{**MLA, field: value})
+    bad(f"{field} must be an integer >= 1", **{**MLA, field: value})
 
 
 def test_d_model_divisible_by_n_heads_unless_head_dim_given():
@@ -88,7 +91,7 @@ def test_gqa_needs_n_kv_heads():
 
 @pytest.mark.parametrize("window", [0, -1])
 def test_window_must_be_positive(window):
-    bad("sliding_window must be a positive integer", sliding_window=window)
+    bad("sliding_window must be an integer >= 1", sliding_window=window)
 
 
 def test_layer_types_rules():
@@ -97,7 +100,7 @@ def test_layer_types_rules():
     bad("sliding_window is not set", layer_types=("sliding", "full"))
     bad("linear_state_values must be > 0", layer_types=("linear", "full"))
     c = ModelConfig(**BASE, sliding_window=4, layer_types=["sliding", "full"])
-    assert c.kinds == ("sliding", "full")
+    assert c.layer_kinds == ("sliding", "full")
 
 
 @pytest.mark.parametrize("field, value", [("rope_theta", 0), ("rope_theta", -1.0),
@@ -106,13 +109,59 @@ def test_other_numeric_fields(field, value):
     bad(field, **{field: value})
 
 
-def test_with_rederives_attention_and_head_dim():
+def test_replace_derives_again_what_was_not_given():
     c = ModelConfig(**BASE)
-    assert c.with_(attention="mqa").n_kv_heads == 1
-    assert c.with_(n_kv_heads=2).attention == "gqa"
-    assert c.with_(n_heads=8).head_dim == 4
-    assert c.with_(n_heads=8).n_kv_heads == 8
-    mla = c.with_(**MLA)
-    assert mla.attention == "mla" and mla.with_(attention="mha").kv_lora_rank is None
-    assert c.with_(d_model=64).head_dim == 16
-    assert c == ModelConfig(**BASE)                          # frozen: with_ made copies
+    assert replace(c, attention="mqa").n_kv_heads == 1
+    assert replace(c, n_kv_heads=2).attention == "gqa"
+    assert replace(c, n_heads=8).head_dim == 4                 # derived head_dim follows
+    assert replace(c, n_heads=8).n_kv_heads == 8               # derived n_kv_heads follows
+    assert replace(c, n_heads=8).attention == "mha"
+    assert replace(c, d_model=64).head_dim == 16
+    mla = replace(c, **MLA)
+    assert mla.attention == "mla" and mla.n_kv_heads == 4
+    back = replace(mla, attention=None, kv_lora_rank=None, rope_head_dim=None)
+    assert back == c
+    assert c == ModelConfig(**BASE)                            # frozen: replace made copies
+
+
+def test_replace_keeps_what_was_given():
+    c = ModelConfig(**BASE, n_kv_heads=2, head_dim=16)
+    assert replace(c, n_heads=8).n_kv_heads == 2
+    assert replace(c, d_model=64).head_dim == 16
+    with pytest.raises(ValueError, match="attention='mha' does not match n_kv_heads=2"):
+        replace(c, attention="mha")
+
+
+def test_derived_values_are_plain_ints_to_the_reader():
+    c = ModelConfig(**BASE)
+    assert repr(c.n_kv_heads) == "4" and repr(c.attention) == "'mha'"
+    assert "n_kv_heads=4" in repr(c) and c.n_kv_heads + 1 == 5
+
+
+def test_odd_head_dim_is_refused_rope_needs_pairs():
+    bad("head_dim must be even", d_model=36, n_heads=4)
+    bad("head_dim must be even", head_dim=7)
+
+
+@pytest.mark.parametrize("value", [np.int64(4), np.int32(4)])
+def test_numpy_integers_are_counts(value):
+    assert ModelConfig(**{**BASE, "n_heads": value}).n_heads == 4
+
+
+@pytest.mark.parametrize("value", [4.0, np.float64(4.0), "4", None])
+def test_floats_and_strings_are_not_counts(value):
+    bad("n_heads must be an integer", n_heads=value)
+
+
+def test_absurd_depth_is_refused():
+    bad(r"n_layers must be an integer in \[1, 100000\]", n_layers=10**8)
+
+
+@pytest.mark.parametrize("field, value", [("tie_embeddings", "false"), ("tie_embeddings", 0)])
+def test_flags_must_be_bools(field, value):
+    bad(f"{field} must be True or False", **{field: value})
+
+
+@pytest.mark.parametrize("value", ["full", 3, [1, 2]])
+def test_layer_types_must_be_a_sequence_of_kinds(value):
+    bad("layer_types", layer_types=value)

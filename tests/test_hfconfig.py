@@ -91,7 +91,7 @@ def test_kv_sizes_equal_the_zoo_entry(name):
     parsed, entry = from_hf_config(CASES[name], name), zoo.get(name)
     assert parsed.name == name
     assert kv_bytes_per_token(parsed.config) == kv_bytes_per_token(entry.config)
-    assert parsed.config.kinds == entry.config.kinds
+    assert parsed.config.layer_kinds == entry.config.layer_kinds
     for tokens in (0, 100, 5000, 10**6):
         assert kv_cache_bytes(parsed.config, tokens) == kv_cache_bytes(entry.config, tokens)
 
@@ -155,9 +155,9 @@ def test_gemma3_nested_equals_flat_and_uses_hf_defaults():
 
 def test_qwen_sliding_window_only_when_enabled():
     config = dict(QWEN3_1_7B, sliding_window=4096)
-    assert set(from_hf_config(config).config.kinds) == {"full"}
+    assert set(from_hf_config(config).config.layer_kinds) == {"full"}
     config.update(use_sliding_window=True, max_window_layers=20)
-    kinds = from_hf_config(config).config.kinds
+    kinds = from_hf_config(config).config.layer_kinds
     assert kinds == ("full",) * 20 + ("sliding",) * 8
 
 

@@ -5,6 +5,7 @@ Hugging Face's tensor names and read back, and every bad input is rejected. The 
 at the end build tiny random models with `transformers` and check toykv's logits and greedy
 tokens against theirs; they skip when torch or transformers is not installed.
 """
+import dataclasses
 import json
 import os
 import struct
@@ -144,7 +145,7 @@ def test_sliding_window_from_the_config(tmp_path, model_type, changes, window):
     model = random_model()
     loaded, _ = load_hf(write_checkpoint(tmp_path, model, {"model_type": model_type, **changes}))
     assert loaded.config.sliding_window == window
-    assert set(loaded.config.kinds) == {"sliding" if window else "full"}
+    assert set(loaded.config.layer_kinds) == {"sliding" if window else "full"}
 
 
 def test_bf16_is_widened_exactly(tmp_path):
@@ -393,7 +394,7 @@ def test_mistral_sliding_window_matches_transformers(tmp_path):
     assert ours.config.sliding_window == 8
     expected = hf_logits(theirs, SEQUENCE)                          # 24 tokens > window of 8
     assert_close_logits(ours(SEQUENCE), expected)
-    unwindowed = ToyTransformer(ours.config.with_(sliding_window=None))
+    unwindowed = ToyTransformer(dataclasses.replace(ours.config, sliding_window=None))
     unwindowed.embed, unwindowed.layers = ours.embed, ours.layers
     unwindowed.final_norm, unwindowed.lm_head = ours.final_norm, ours.lm_head
     gap = np.abs(unwindowed(SEQUENCE) - expected)

@@ -1,4 +1,5 @@
 """toykv.sizing: the source texts' worked figures, to the byte, and the KV share."""
+from dataclasses import replace
 from fractions import Fraction
 
 import numpy as np
@@ -22,10 +23,10 @@ def test_7b_mha_lecture_figures():
 
 
 def test_gqa_eight_kv_heads_is_a_quarter():
-    gqa = SEVEN_B.with_(n_kv_heads=8)
+    gqa = replace(SEVEN_B, n_kv_heads=8)
     assert kv_bytes_per_token(gqa) == 128 * KiB
     assert kv_cache_bytes(gqa, 4096) == 512 * MiB
-    assert kv_bytes_per_token(SEVEN_B.with_(attention="mqa")) == 524_288 // 32
+    assert kv_bytes_per_token(replace(SEVEN_B, attention="mqa")) == 524_288 // 32
 
 
 def test_llama3_8b_figures():
@@ -94,7 +95,7 @@ def test_share_of_the_blocks_does_not_depend_on_depth():
     base = zoo.get("llama-3.3-70b").config
     shares = set()
     for n_layers in (10, 20, 40, 80, 160):
-        cfg = base.with_(n_layers=n_layers)
+        cfg = replace(base, n_layers=n_layers)
         kv = kv_cache_bytes(cfg, 10**6)
         shares.add(Fraction(kv, kv + 2 * param_count(cfg, blocks_only=True)))
     assert len(shares) == 1
@@ -104,12 +105,12 @@ def test_essay_layer_table_halves_with_layers():
     base = zoo.get("llama-3.3-70b").config
     table = {80: 305.2, 40: 152.6, 20: 76.3, 10: 38.1}
     for n_layers, gib in table.items():
-        assert round(kv_cache_bytes(base.with_(n_layers=n_layers), 10**6) / GiB, 1) == gib
+        assert round(kv_cache_bytes(replace(base, n_layers=n_layers), 10**6) / GiB, 1) == gib
 
 
 def test_embeddings_make_depth_invariance_approximate():
     base = zoo.get("llama-3.3-70b").config
-    shares = [kv_share(base.with_(n_layers=n), 10**6) for n in (10, 80, 640)]
+    shares = [kv_share(replace(base, n_layers=n), 10**6) for n in (10, 80, 640)]
     blocks = kv_cache_bytes(base, 10**6)
     pure = blocks / (blocks + 2 * param_count(base, blocks_only=True))
     assert shares[0] < shares[1] < shares[2] < pure             # embeddings weigh less as L grows
@@ -174,7 +175,7 @@ def test_fractional_bytes_per_value():
 
 
 def test_scale_bytes_per_kv_head():
-    cfg = SEVEN_B.with_(n_kv_heads=8)
+    cfg = replace(SEVEN_B, n_kv_heads=8)
     plain = kv_cache_bytes(cfg, 100, bytes_per_value=1)
     assert kv_cache_bytes(cfg, 100, bytes_per_value=1, scale_bytes=4) == plain + 32 * 100 * 16 * 4
 
@@ -215,7 +216,7 @@ def test_cache_nbytes_matches_the_formula(variant, kv_dtype, bytes_per_value, sc
 
 def test_llama2_7b_exact_param_count():
     assert param_count(zoo.get("llama-2-7b").config) == 6_738_415_616
-    assert param_count(SEVEN_B.with_(tie_embeddings=False)) == 6_738_415_616
+    assert param_count(replace(SEVEN_B, tie_embeddings=False)) == 6_738_415_616
 
 
 # -- weights and the bandwidth bound (seed 001) ---------------------------------------------

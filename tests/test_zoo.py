@@ -110,33 +110,33 @@ def test_sources_expand_zoo_md_keys():
 def test_gemma3_pattern_five_local_then_global():
     c = zoo.get("gemma-3-27b").config
     assert c.sliding_window == 1024
-    assert c.kinds[:6] == ("sliding",) * 5 + ("full",)
-    assert [i for i, k in enumerate(c.kinds) if k == "full"] == list(range(5, 62, 6))
+    assert c.layer_kinds[:6] == ("sliding",) * 5 + ("full",)
+    assert [i for i, k in enumerate(c.layer_kinds) if k == "full"] == list(range(5, 62, 6))
 
 
 def test_gemma2_alternates_sliding_first():
     c = zoo.get("gemma-2-9b").config
     assert c.sliding_window == 4096
-    assert c.kinds[:4] == ("sliding", "full", "sliding", "full")
-    assert c.kinds.count("full") == c.kinds.count("sliding") == 21
+    assert c.layer_kinds[:4] == ("sliding", "full", "sliding", "full")
+    assert c.layer_kinds.count("full") == c.layer_kinds.count("sliding") == 21
 
 
 def test_mistral_slides_on_every_layer():
     c = zoo.get("mistral-7b-v0.1").config
-    assert c.sliding_window == 4096 and set(c.kinds) == {"sliding"}
+    assert c.sliding_window == 4096 and set(c.layer_kinds) == {"sliding"}
 
 
 @pytest.mark.parametrize("name, layers", [("gpt-oss-120b", 36), ("gpt-oss-20b", 24)])
 def test_gpt_oss_even_layers_slide(name, layers):
     c = zoo.get(name).config
     assert c.sliding_window == 128 and c.n_layers == layers
-    assert all((k == "sliding") == (i % 2 == 0) for i, k in enumerate(c.kinds))
+    assert all((k == "sliding") == (i % 2 == 0) for i, k in enumerate(c.layer_kinds))
 
 
 def test_qwen3_next_every_fourth_layer_full():
     c = zoo.get("qwen3-next-80b-a3b").config
-    assert [i for i, k in enumerate(c.kinds) if k == "full"] == list(range(3, 48, 4))
-    assert c.kinds.count("linear") == 36
+    assert [i for i, k in enumerate(c.layer_kinds) if k == "full"] == list(range(3, 48, 4))
+    assert c.layer_kinds.count("linear") == 36
     assert c.linear_state_values == zoo.QWEN3_NEXT_STATE_VALUES > 0
 
 
@@ -144,7 +144,7 @@ def test_other_models_are_full_attention():
     patterned = {"gemma-3-27b", "gemma-2-9b", "mistral-7b-v0.1", "gpt-oss-120b", "gpt-oss-20b",
                  "qwen3-next-80b-a3b"}
     for name in set(zoo.names()) - patterned:
-        assert set(zoo.get(name).config.kinds) == {"full"}, name
+        assert set(zoo.get(name).config.layer_kinds) == {"full"}, name
 
 
 # -- lookup and table -------------------------------------------------------------------

@@ -21,14 +21,14 @@ class KVCache:
     def __init__(self, config: ModelConfig, kv_dtype: str = "float32"):
         if kv_dtype not in KV_DTYPES:
             raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, got {kv_dtype!r}")
-        if "linear" in config.kinds:
+        if "linear" in config.layer_kinds:
             raise ValueError("toykv's model has no linear-attention layers; "
                              "layer_types with 'linear' are for sizing only")
         self.config = config
         self.kv_dtype = kv_dtype
         self.length = 0
         self.capacity = [min(config.sliding_window, config.max_seq_len) if kind == "sliding"
-                         else config.max_seq_len for kind in config.kinds]
+                         else config.max_seq_len for kind in config.layer_kinds]
         c = config
         if c.attention == "mla":
             shapes = {"c_kv": (c.kv_lora_rank,), "k_rope": (c.rope_head_dim,)}
@@ -85,7 +85,7 @@ class KVCache:
         if start + T > self.config.max_seq_len:
             raise ValueError(f"cache full: {start} tokens + {T} new exceeds max_seq_len "
                              f"{self.config.max_seq_len}")
-        sliding = self.config.kinds[layer] == "sliding"
+        sliding = self.config.layer_kinds[layer] == "sliding"
         if sliding:
             held = self.held(layer)
             out = {k: np.concatenate([self.stored(layer, k), v.astype(np.float32)]) for k, v in new.items()}

@@ -1,28 +1,60 @@
 """ModelConfig: the shapes of a Llama-style decoder, checked once, used everywhere.
 
 The same config drives the numpy model, the KV-cache sizing maths and the FLOP
-formulas, so a chapter never restates a shape by hand.
+formulas, so a chapter never restates a shape by hand. Symbols follow the notation page
+of the book: L = n_layers, D = d_model, H = n_heads, H_kv = n_kv_heads, d_h = head_dim,
+F = d_ff, |V| = vocab_size, w = sliding_window, r = kv_lora_rank, d_h^R = rope_head_dim.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
+
+from . import validate
 
 ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
 LAYER_KINDS = ("full", "sliding", "linear")
+MAX_LAYERS = 100_000          # far above any published model; refuses typos like 10**8
+
+
+class Derived(int):
+    """An integer the config worked out itself (n_kv_heads, head_dim) rather than one given.
+
+    It behaves as a plain int. It exists so that dataclasses.replace(config, n_heads=16)
+    works it out again from the new fields instead of keeping the old model's value.
+    """
+
+    def __repr__(self) -> str:
+        return int.__repr__(self)
+
+
+class DerivedKind(str):
+    """The attention kind when the config worked it out from n_kv_heads (see Derived)."""
+
+    def __repr__(self) -> str:
+        return str.__repr__(self)
+
+
+def _given(value):
+    """The value the user gave: None where the config derived it."""
+    return None if isinstance(value, (Derived, DerivedKind)) else value
 
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """Shapes of the model. Leave n_kv_heads, head_dim and attention as None to derive them.
+    """Shapes of the model. n_kv_heads, head_dim and attention may be left out (None).
 
-    attention: 'mha' (n_kv_heads == n_heads), 'gqa' (1 < n_kv_heads < n_heads),
-    'mqa' (n_kv_heads == 1) or 'mla' (DeepSeek-V2 latent attention: the cache holds
-    kv_lora_rank latent values plus one rope_head_dim rotary key per token and layer;
-    head_dim is then the per-head size of the non-rotary query/key part and of V).
-    layer_types: optional per-layer pattern of 'full', 'sliding' (uses sliding_window)
-    and 'linear' (a linear-attention layer with a fixed state of linear_state_values
-    values per sequence instead of a growing cache; for sizing only, the numpy model
-    does not implement it). With sliding_window set and no layer_types, every layer slides.
+    n_kv_heads defaults to n_heads (1 with attention='mqa'); head_dim to d_model // n_heads;
+    attention to the kind n_kv_heads makes: 'mha' (H_kv = H), 'gqa' (1 < H_kv < H) or
+    'mqa' (H_kv = 1). attention='mla' is DeepSeek-V2's latent attention: the cache holds
+    kv_lora_rank latent values plus one rope_head_dim rotary key per token and layer, and
+    head_dim is the per-head size of the non-rotary query/key part and of V.
+    layer_types: an optional per-layer pattern of 'full', 'sliding' (attends to the last
+    sliding_window tokens) and 'linear' (a linear-attention layer with a fixed state of
+    linear_state_values values per sequence; for sizing only, the numpy model has none).
+    With sliding_window set and no layer_types, every layer slides.
+
+    Derived values are recomputed by dataclasses.replace: replace(c, n_heads=16) of an MHA
+    config is MHA with 16 heads and head_dim d_model // 16.
     """
 
     vocab_size: int
@@ -44,66 +76,58 @@ class ModelConfig:
     linear_state_values: int = 0
 
     def __post_init__(self):
-        for name in ("vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len"):
-            _check_positive_int(name, getattr(self, name))
-        for name in ("n_kv_heads", "head_dim", "kv_lora_rank", "rope_head_dim", "sliding_window"):
-            if getattr(self, name) is not None:
-                _check_positive_int(name, getattr(self, name))
-        if not self.rope_theta > 0:
-            raise ValueError(f"rope_theta must be > 0, got {self.rope_theta!r}")
-        if not self.norm_eps > 0:
-            raise ValueError(f"norm_eps must be > 0, got {self.norm_eps!r}")
+        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_seq_len"):
+            self._set(name, validate.count(name, getattr(self, name), 1))
+        self._set("n_layers", validate.count("n_layers", self.n_layers, 1, MAX_LAYERS))
+        for name in ("kv_lora_rank", "rope_head_dim", "sliding_window"):
+            self._set(name, validate.optional_count(name, getattr(self, name), 1))
+        for name in ("n_kv_heads", "head_dim"):
+            self._set(name, validate.optional_count(name, _given(getattr(self, name)), 1))
+        self._set("rope_theta", validate.number("rope_theta", self.rope_theta))
+        self._set("norm_eps", validate.number("norm_eps", self.norm_eps))
+        self._set("linear_state_values",
+                  validate.count("linear_state_values", self.linear_state_values, 0))
+        validate.flag("tie_embeddings", self.tie_embeddings)
 
+        attention = _given(self.attention)
+        if attention is not None:
+            validate.choice("attention", attention, ATTENTION_KINDS)
         if self.head_dim is None:
             if self.d_model % self.n_heads:
                 raise ValueError(
                     f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}) "
                     "unless head_dim is given")
-            object.__setattr__(self, "head_dim", self.d_model // self.n_heads)
-
-        attention = self.attention
-        if attention is not None and attention not in ATTENTION_KINDS:
-            raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {attention!r}")
+            self._set("head_dim", Derived(self.d_model // self.n_heads))
         if attention == "mla":
             self._check_mla()
         else:
             self._check_kv_heads(attention)
+        self._check_layer_types()
 
-        if self.layer_types is not None:
-            types = tuple(self.layer_types)
-            if len(types) != self.n_layers:
-                raise ValueError(
-                    f"layer_types has {len(types)} entries but n_layers is {self.n_layers}")
-            bad = sorted({t for t in types if t not in LAYER_KINDS})
-            if bad:
-                raise ValueError(f"layer_types entries must be in {LAYER_KINDS}, got {bad}")
-            if "sliding" in types and self.sliding_window is None:
-                raise ValueError("layer_types has 'sliding' layers but sliding_window is not set")
-            if "linear" in types and self.linear_state_values <= 0:
-                raise ValueError("layer_types has 'linear' layers: linear_state_values must be > 0")
-            object.__setattr__(self, "layer_types", types)
-        if not isinstance(self.linear_state_values, int) or self.linear_state_values < 0:
-            raise ValueError(
-                f"linear_state_values must be an integer >= 0, got {self.linear_state_values!r}")
+    def _set(self, name, value):
+        object.__setattr__(self, name, value)     # frozen: only __post_init__ writes
 
     def _check_kv_heads(self, attention):
         if self.kv_lora_rank is not None or self.rope_head_dim is not None:
             raise ValueError("kv_lora_rank and rope_head_dim are for attention='mla' only")
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim must be even: RoPE rotates pairs of values, "
+                             f"got {self.head_dim}")
         n_kv = self.n_kv_heads
         if n_kv is None:
-            n_kv = {"mqa": 1}.get(attention, self.n_heads)
             if attention == "gqa":
                 raise ValueError("attention='gqa' needs n_kv_heads (1 < n_kv_heads < n_heads)")
-            object.__setattr__(self, "n_kv_heads", n_kv)
+            n_kv = Derived(1 if attention == "mqa" else self.n_heads)
+            self._set("n_kv_heads", n_kv)
         if self.n_heads % n_kv:
             raise ValueError(
                 f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({n_kv})")
-        derived = "mha" if n_kv == self.n_heads else "mqa" if n_kv == 1 else "gqa"
-        if attention is not None and attention != derived:
+        kind = "mha" if n_kv == self.n_heads else "mqa" if n_kv == 1 else "gqa"
+        if attention is not None and attention != kind:
             raise ValueError(
                 f"attention={attention!r} does not match n_kv_heads={n_kv} with "
-                f"n_heads={self.n_heads} (that is {derived!r})")
-        object.__setattr__(self, "attention", derived)
+                f"n_heads={self.n_heads} (that is {kind!r})")
+        self._set("attention", attention if attention is not None else DerivedKind(kind))
 
     def _check_mla(self):
         for name in ("kv_lora_rank", "rope_head_dim"):
@@ -115,56 +139,48 @@ class ModelConfig:
                 f"None or n_heads ({self.n_heads}), got {self.n_kv_heads}")
         if self.rope_head_dim % 2:
             raise ValueError(f"rope_head_dim must be even for RoPE, got {self.rope_head_dim}")
-        object.__setattr__(self, "n_kv_heads", self.n_heads)
+        if self.n_kv_heads is None:
+            self._set("n_kv_heads", Derived(self.n_heads))
+
+    def _check_layer_types(self):
+        if self.layer_types is None:
+            return
+        if isinstance(self.layer_types, str) or not hasattr(self.layer_types, "__len__"):
+            raise ValueError(f"layer_types must be a list or tuple of {LAYER_KINDS}, "
+                             f"got {self.layer_types!r}")
+        types = tuple(self.layer_types)
+        if len(types) != self.n_layers:
+            raise ValueError(
+                f"layer_types has {len(types)} entries but n_layers is {self.n_layers}")
+        bad = sorted({repr(t) for t in types if not isinstance(t, str) or t not in LAYER_KINDS})
+        if bad:
+            raise ValueError(f"layer_types entries must be in {LAYER_KINDS}, got {bad}")
+        if "sliding" in types and self.sliding_window is None:
+            raise ValueError("layer_types has 'sliding' layers but sliding_window is not set")
+        if "linear" in types and self.linear_state_values <= 0:
+            raise ValueError("layer_types has 'linear' layers: linear_state_values must be > 0")
+        self._set("layer_types", types)
 
     # -- derived quantities -------------------------------------------------
     @property
     def group_size(self) -> int:
-        """Query heads that share one KV head."""
+        """Query heads that share one KV head: H / H_kv."""
         return self.n_heads // self.n_kv_heads
 
     @property
-    def kinds(self) -> tuple[str, ...]:
-        """Per-layer kind: 'full', 'sliding' or 'linear'."""
+    def layer_kinds(self) -> tuple[str, ...]:
+        """Each layer's kind: 'full', 'sliding' or 'linear'."""
         if self.layer_types is not None:
             return self.layer_types
         return ("sliding" if self.sliding_window else "full",) * self.n_layers
 
-    def with_(self, **changes) -> "ModelConfig":
-        """A copy with some fields changed; derived fields follow the change unless given.
-
-        e.g. cfg.with_(attention="mqa") or cfg.with_(n_kv_heads=2): the attention kind and
-        n_kv_heads are derived again, head_dim too when d_model or n_heads changes.
-        """
-        base = {f.name: getattr(self, f.name) for f in fields(self)}
-        heads = {"n_heads", "n_kv_heads", "attention", "kv_lora_rank", "rope_head_dim"}
-        if changes.keys() & heads:
-            base["attention"] = None
-            base["n_kv_heads"] = None if "attention" in changes else base["n_kv_heads"]
-            if self.attention == "mla" and changes.get("attention", "mla") != "mla":
-                base["kv_lora_rank"] = base["rope_head_dim"] = None
-            elif self.attention == "mla" and "attention" not in changes:
-                base["attention"], base["n_kv_heads"] = "mla", None
-            if changes.get("n_heads") and "n_kv_heads" not in changes and self.attention == "mha":
-                base["n_kv_heads"] = None
-        if changes.keys() & {"d_model", "n_heads"} and "head_dim" not in changes:
-            base["head_dim"] = None
-        base.update(changes)
-        return ModelConfig(**base)
-
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value}")
-
 
 def source_toy(**changes) -> ModelConfig:
-    """The blog post's toy: 2 layers, d_model 128, 8 heads of 16, MLP 512, vocab 512."""
+    """The blog post's toy (references.bib: source_blog_numpy_toy): 2 layers, d_model 128,
+    8 heads of 16, MLP 512, vocab 512."""
     base = dict(vocab_size=512, d_model=128, n_layers=2, n_heads=8, d_ff=512, max_seq_len=2048)
     base.update(changes)
     return ModelConfig(**base)
 
 
-__all__ = ["ModelConfig", "ATTENTION_KINDS", "LAYER_KINDS", "source_toy", "replace"]
+__all__ = ["ModelConfig", "ATTENTION_KINDS", "LAYER_KINDS", "source_toy"]

@@ -18,7 +18,7 @@ from .config import ModelConfig
 def keys_attended(config: ModelConfig, layer: int, n_new: int, n_cached: int) -> int:
     """Keys a layer's new queries are scored against: cached ones held plus the new ones."""
     held = n_cached
-    if config.kinds[layer] == "sliding":
+    if config.layer_kinds[layer] == "sliding":
         held = min(n_cached, config.sliding_window)     # a ring holds only the window
     return held + n_new
 

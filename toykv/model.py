@@ -47,7 +47,7 @@ class ToyTransformer:
                  weights: dict | None = None):
         if not isinstance(config, ModelConfig):
             raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
-        if "linear" in config.kinds:
+        if "linear" in config.layer_kinds:
             raise ValueError("ToyTransformer has no linear-attention layers; layer_types with "
                              "'linear' are for sizing only")
         self.config = config
@@ -229,7 +229,7 @@ class ToyTransformer:
     def mask(self, positions, key_pos, layer):
         """True where query position may see key position: causal, and inside the window."""
         allowed = key_pos[None, :] <= positions[:, None]                 # [T, Tk]
-        if self.config.kinds[layer] == "sliding":
+        if self.config.layer_kinds[layer] == "sliding":
             allowed &= key_pos[None, :] > positions[:, None] - self.config.sliding_window
         return allowed
 

@@ -66,7 +66,7 @@ def _scales_per_token_per_layer(config) -> int:
 def kv_values_per_token(config: ModelConfig) -> int:
     """Values one token adds to the cache, summed over the layers whose cache grows (full, sliding)."""
     _check_config(config)
-    growing = sum(1 for kind in config.kinds if kind != "linear")
+    growing = sum(1 for kind in config.layer_kinds if kind != "linear")
     return growing * _values_per_token_per_layer(config)
 
 
@@ -88,7 +88,7 @@ def kv_cache_bytes(config: ModelConfig, tokens, batch=1, bytes_per_value=2, scal
     batch = _check_count("batch", batch, 1)
     size = _check_size("bytes_per_value", bytes_per_value)
     scale = _check_size("scale_bytes", scale_bytes, allow_zero=True)
-    kinds = Counter(config.kinds)
+    kinds = Counter(config.layer_kinds)
     stored = kinds["full"] * tokens
     if kinds["sliding"]:
         stored += kinds["sliding"] * min(tokens, config.sliding_window)

@@ -208,7 +208,7 @@ def get(name: str) -> ZooModel:
 
 
 def _pattern_text(config) -> str:
-    kinds = config.kinds
+    kinds = config.layer_kinds
     parts = [f"{kinds.count(k)} {k}" + (f" ({config.sliding_window})" if k == "sliding" else "")
              for k in ("full", "sliding", "linear") if k in kinds]
     return " + ".join(parts)

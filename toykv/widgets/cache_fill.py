@@ -179,7 +179,7 @@ class CacheFill:
         mla = self.model.config.attention == "mla"
         what_rows = "latent c_kv or rotary key k_rope" if mla else "K or V"
         self.grid.value = grid_html(self.row_labels, self.cells, what_rows,
-                                    "sliding" in self.model.config.kinds)
+                                    "sliding" in self.model.config.layer_kinds)
         self.stats.value = stats_html(self)
         self.step_button.disabled = self.at_limit
         self.note.value = "" if not self.at_limit else (

@@ -142,13 +142,12 @@ class SizeCalculator:
         """base with its attention replaced by `variant` (same layers, heads and head_dim)."""
         if variant == "as built":
             return base
-        changes = {"attention": variant}
-        if variant == "gqa":
-            changes["n_kv_heads"] = self.kv_heads.value
-        if variant == "mla":
-            changes.update(MLA_LATENT)
+        heads = base.config.n_heads
+        kv_heads = {"mha": heads, "gqa": self.kv_heads.value, "mqa": 1, "mla": None}[variant]
+        latent = MLA_LATENT if variant == "mla" else dict(kv_lora_rank=None, rope_head_dim=None)
         try:
-            config = base.config.with_(**changes)
+            config = dataclasses.replace(base.config, attention=variant, n_kv_heads=kv_heads,
+                                         **latent)
         except ValueError as err:
             label = dict((v, k) for k, v in VARIANTS)[variant]
             extra = f" with {self.kv_heads.value} KV heads" if variant == "gqa" else ""
@@ -223,7 +222,7 @@ class SizeCalculator:
         elif v["sequences_fit"] == 0:
             notes.append(f"Not even one sequence of {v['context']:,} tokens fits beside the "
                          f"weights on one {gpu} GPU.")
-        kinds = config.kinds
+        kinds = config.layer_kinds
         if "sliding" in kinds and v["context"] > config.sliding_window:
             notes.append(f"{kinds.count('sliding')} of {config.n_layers} layers slide over "
                          f"{config.sliding_window:,} tokens and stop growing there: the batch "

@@ -1,0 +1,81 @@
+"""One policy for the numbers a user passes to toykv, so every function refuses bad input alike.
+
+- A count (tokens, layers, heads, batch, steps) is an integer: a Python int or a numpy
+  integer. A float (even 2.0) and a bool are refused, so a silent cast cannot hide a mistake.
+- A size or a rate (bytes per value, GB/s, seconds) is a finite real number: ints, floats
+  and numpy numbers are accepted; bools, NaN and infinities are refused.
+- A choice is one of a fixed set of values.
+
+Each check returns the value in plain Python form (int, float or Fraction) or raises a
+ValueError that names the argument, the rule and the value given (a ValueError also for the
+wrong type, e.g. 2.5 heads: the course's rule is one kind of error for every bad value).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from fractions import Fraction
+
+
+def count(name: str, value, minimum: int = 0, maximum: int | None = None) -> int:
+    """An integer in [minimum, maximum]; numpy integers accepted, floats and bools refused."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        rule = f"an integer >= {minimum}" if maximum is None else \
+            f"an integer in [{minimum}, {maximum}]"
+        raise ValueError(f"{name} must be {rule}, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if value < minimum or (maximum is not None and value > maximum):
+        rule = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+        raise ValueError(f"{name} must be an integer {rule}, got {value}")
+    return value
+
+
+def optional_count(name: str, value, minimum: int = 0, maximum: int | None = None) -> int | None:
+    """None, or a count as in `count`."""
+    return None if value is None else count(name, value, minimum, maximum)
+
+
+def number(name: str, value, minimum: float = 0.0, allow_minimum: bool = False,
+           maximum: float | None = None) -> float:
+    """A finite real number > minimum (>= minimum with allow_minimum), <= maximum if given."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    low_ok = value >= minimum if allow_minimum else value > minimum
+    if not low_ok or (maximum is not None and value > maximum):
+        rule = (">= " if allow_minimum else "> ") + f"{minimum:g}"
+        if maximum is not None:
+            rule += f" and <= {maximum:g}"
+        raise ValueError(f"{name} must be a number {rule}, got {value!r}")
+    return value
+
+
+def exact_number(name: str, value, allow_zero: bool = False) -> Fraction:
+    """A finite real number > 0 (>= 0 with allow_zero) as an exact Fraction, for byte sizes
+    such as 2 (bf16) or 0.5 (int4) that multiply integer counts without rounding."""
+    number(name, value, 0.0, allow_minimum=allow_zero)
+    return Fraction(value)
+
+
+def choice(name: str, value, options):
+    """value if it is one of options, else a ValueError listing them."""
+    options = tuple(options)
+    try:
+        ok = value in options
+    except TypeError:              # unhashable or incomparable values are not options
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} must be one of {options}, got {value!r}")
+    return value
+
+
+def flag(name: str, value) -> bool:
+    """A real bool (not 0/1, not the string 'false')."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r} ({type(value).__name__})")
+    return value
+
+
+__all__ = ["count", "optional_count", "number", "exact_number", "choice", "flag"]
