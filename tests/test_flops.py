@@ -19,8 +19,7 @@ VARIANTS = {
 
 def make_model(name):
     changes, absorb = VARIANTS[name]
-    model = ToyTransformer(ModelConfig(**{**BASE, **changes}))
-    model.absorb = absorb
+    model = ToyTransformer(ModelConfig(**{**BASE, **changes}), absorb=absorb)
     return model, absorb
 
 
@@ -54,8 +53,7 @@ def test_mla_absorbed_decode_step_counts_differ_as_the_formulas_say():
     # one decode step at context 13: expanded re-expands all 13 latents, absorbed does not
     counts = {}
     for absorb in (False, True):
-        model, _ = make_model("mla_expanded")
-        model.absorb = absorb
+        model, _ = make_model("mla_absorbed" if absorb else "mla_expanded")
         cache = model.new_cache()
         model.forward(list(range(12)), cache)
         counts[absorb] = counted(model, [5], cache)

@@ -21,9 +21,8 @@ VARIANTS = {
 
 def make_model(name, exact=False, seed=0, **changes):
     kw, absorb = VARIANTS[name]
-    model = ToyTransformer(ModelConfig(**{**BASE, **kw, **changes}), seed=seed, exact=exact)
-    model.absorb = absorb
-    return model
+    return ToyTransformer(ModelConfig(**{**BASE, **kw, **changes}), seed=seed, exact=exact,
+                          absorb=absorb)
 
 
 def prompt(n, vocab=BASE["vocab_size"], seed=0):
@@ -142,15 +141,17 @@ def test_exact_two_chunk_prefill_equals_one_pass(name):
 
 
 def test_mla_absorbed_agrees_with_expanded():
-    model, ids = make_model("mla_expanded"), prompt(20)
-    expanded = model.forward(ids)
-    model.absorb = True
-    absorbed = model.forward(ids)
+    expanded_model, ids = make_model("mla_expanded"), prompt(20)
+    absorbed_model = make_model("mla_absorbed")                  # same seed: same weights
+    expanded, absorbed = expanded_model.forward(ids), absorbed_model.forward(ids)
     np.testing.assert_allclose(absorbed, expanded, atol=1e-5, rtol=1e-5)
     assert np.array_equal(absorbed.argmax(axis=1), expanded.argmax(axis=1))
-    tokens_absorbed = generate(model, ids[:5], 20)
-    model.absorb = False
-    assert generate(model, ids[:5], 20) == tokens_absorbed
+    assert generate(absorbed_model, ids[:5], 20) == generate(expanded_model, ids[:5], 20)
+
+
+def test_absorb_is_for_mla_only():
+    with pytest.raises(ValueError, match="absorb"):
+        ToyTransformer(ModelConfig(**BASE), absorb=True)
 
 
 def test_sliding_window_long_sequence_wraps_ring_and_matches_full_pass():

@@ -99,8 +99,7 @@ def test_step_turns_off_at_the_last_position():
 
 def test_mla_rows_and_absorbed_flops():
     config = toykv.source_toy(attention="mla", kv_lora_rank=32, rope_head_dim=8, max_seq_len=16)
-    model = toykv.ToyTransformer(config, exact=True)
-    model.absorb = True
+    model = toykv.ToyTransformer(config, exact=True, absorb=True)
     fill = CacheFill(model, prompt_len=4, steps=2)
     assert fill.row_labels == ["L0 c_kv", "L0 k_rope", "L1 c_kv", "L1 k_rope"]
     assert fill.flops_cached == flops.cached_step_flops(config, 6, absorb=True)

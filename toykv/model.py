@@ -41,10 +41,12 @@ class ToyTransformer:
 
     exact=True sums every product in one fixed order, so cached and recomputed logits are
     identical bit for bit; the default BLAS backend differs by float32 rounding (see toykv.ops).
+    absorb=True (MLA only) attends in latent space, with W_UK folded into the query and W_UV
+    applied after the weighted sum, instead of expanding every cached latent into K and V.
     """
 
     def __init__(self, config: ModelConfig, seed: int = 0, exact: bool = False,
-                 weights: dict | None = None):
+                 weights: dict | None = None, absorb: bool = False):
         if not isinstance(config, ModelConfig):
             raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
         if "linear" in config.layer_kinds:
@@ -52,7 +54,10 @@ class ToyTransformer:
                              "'linear' are for sizing only")
         self.config = config
         self.ops = Ops(exact)
-        self.absorb = False          # MLA: attend in latent space instead of expanding K and V
+        if not isinstance(absorb, bool) or (absorb and config.attention != "mla"):
+            raise ValueError(f"absorb must be True or False, and True only for attention='mla'; "
+                             f"got absorb={absorb!r} with attention={config.attention!r}")
+        self.absorb = absorb         # MLA: attend in latent space instead of expanding K and V
         if weights is None:
             self._init_weights(np.random.default_rng(seed))
         else:    # given arrays (a loader's): {"embed", "layers", "final_norm", "lm_head"}
