@@ -135,16 +135,115 @@ def test_blas_backend_differs_by_rounding_only():
 @pytest.mark.parametrize("kwargs, field", [
     (dict(prompt_len=24), "prompt_len"), (dict(prompt_len=0), "prompt_len"),
     (dict(prompt_len=20, steps=5), "steps"), (dict(max_positions=1), "max_positions"),
-    (dict(model="toy"), "model"), (dict(steps=-1), "steps")])
+    (dict(model="toy"), "model"), (dict(steps=-1), "steps"), (dict(prompt_len=2.5), "prompt_len"),
+    (dict(seed=-1), "seed"), (dict(kv_dtype="bf16"), "kv_dtype"),
+    (dict(max_positions=24.0), "max_positions")])
 def test_cache_fill_bad_arguments(kwargs, field):
     with pytest.raises(ValueError, match=field):
         CacheFill(**kwargs)
+
+
+def test_slider_values_that_are_not_a_prompt_length_give_a_message():
+    fill = CacheFill(prompt_len=6, steps=2)
+    for bad, words in [(2.5, "integer"), (30, "< 24"), (0, ">= 1"), (24, "< 24")]:
+        fill.prompt_slider.value = bad
+        assert words in fill.message and "prompt_len" in fill.message
+        assert "Problem" in fill.message_box.value
+        assert fill.prompt_slider.value == 6 and fill.positions == 8     # nothing changed
+    fill.prompt_slider.value = 4                                         # a later change works
+    assert fill.message == "" and fill.message_box.value == "" and fill.positions == 4
+
+
+def test_a_step_click_at_the_limit_gives_a_message():
+    fill = CacheFill(prompt_len=3, max_positions=4, steps=1)
+    assert fill.step_button.disabled
+    fill.step_button.click()                       # a click that a browser could not make
+    assert "reset" in fill.message and fill.positions == 4
+    fill.reset_button.click()
+    assert fill.message == "" and fill.positions == 3 and not fill.step_button.disabled
+
+
+def test_a_failure_half_way_through_a_step_leaves_the_widget_working(monkeypatch):
+    fill = CacheFill(prompt_len=5)
+
+    def fail(*args, **kwargs):
+        raise RuntimeError("simulated failure")
+
+    monkeypatch.setattr(fill.model, "forward", fail)
+    fill.step_button.click()                       # no exception escapes the click
+    assert "RuntimeError" in fill.message and "simulated failure" in fill.message
+    assert "Reset" in fill.message and fill.step_button.disabled
+    fill.reset_button.click()                      # Reset fails too while forward fails
+    assert "RuntimeError" in fill.message and fill.step_button.disabled
+    monkeypatch.undo()
+    fill.reset_button.click()
+    assert fill.message == "" and not fill.step_button.disabled and fill.positions == 5
+    fill.step_button.click()
+    assert fill.positions == 6 and fill.max_abs_diff == 0.0
+    assert fill.flops_cached == flops.cached_step_flops(fill.model.config, 6)
+
+
+def test_a_failing_render_is_shown_and_the_next_click_works(monkeypatch):
+    fill = CacheFill(prompt_len=5)
+    monkeypatch.setattr(fill, "_render", lambda: 1 / 0)
+    fill.step_button.click()
+    assert "ZeroDivisionError" in fill.message
+    monkeypatch.undo()
+    fill.step_button.click()
+    assert fill.message == "" and fill.positions == 7 and "<b>7</b> of 24" in fill.stats.value
+
+
+# Machado, Oliveira and Fernandes (2009), severity 1, on linear sRGB: protanopia,
+# deuteranopia and tritanopia.
+CVD = {
+    "protanopia": ((0.152286, 1.052583, -0.204868), (0.114503, 0.786281, 0.099216),
+                   (-0.003882, -0.048116, 1.051998)),
+    "deuteranopia": ((0.367322, 0.860646, -0.227968), (0.280085, 0.672501, 0.047413),
+                     (-0.011820, 0.042940, 0.968881)),
+    "tritanopia": ((1.255528, -0.076749, -0.178779), (-0.078411, 0.930809, 0.147602),
+                   (0.004733, 0.691367, 0.303900)),
+    "normal vision": ((1, 0, 0), (0, 1, 0), (0, 0, 1)),
+}
+
+
+def _lab(hex_colour, matrix):
+    """CIELAB (D65) of an sRGB colour as seen through a colour-vision matrix."""
+    def linear(c):
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+    rgb = [linear(int(hex_colour[i:i + 2], 16) / 255) for i in (1, 3, 5)]
+    r, g, b = [min(1, max(0, sum(m * c for m, c in zip(row, rgb)))) for row in matrix]
+    x = (0.4124 * r + 0.3576 * g + 0.1805 * b) / 0.95047
+    y = 0.2126 * r + 0.7152 * g + 0.0722 * b
+    z = (0.0193 * r + 0.1192 * g + 0.9505 * b) / 1.08883
+    f = [t ** (1 / 3) if t > 216 / 24389 else (24389 / 27 * t + 16) / 116 for t in (x, y, z)]
+    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
+
+
+def test_cell_colours_stay_apart_for_colour_blind_readers_and_in_greyscale():
+    css = cache_fill_view.CELL_CSS
+    base = {"prefill": css["prefill"][0], "decode": css["decode"][0], "this": _style.ORANGE,
+            "empty": css["empty"][0]}
+    assert all(colour.startswith("#") for colour in base.values())
+    for vision, matrix in CVD.items():
+        for a in base:
+            for b in base:
+                if a < b:
+                    distance = math.dist(_lab(base[a], matrix), _lab(base[b], matrix))
+                    assert distance >= 20, (vision, a, b, distance)
+    grey = {state: _lab(colour, CVD["normal vision"])[0] for state, colour in base.items()}
+    solid = ("prefill", "decode", "empty")
+    assert min(abs(grey[a] - grey[b]) for a in solid for b in solid if a < b) >= 10
+    for patterned in ("this", "evicted"):          # told apart by texture as well
+        assert css[patterned][0].startswith("repeating-linear-gradient")
+    assert css["this"][0] != css["evicted"][0]
 
 
 def test_cache_fill_displays_itself(fill3):
     bundle = fill3._repr_mimebundle_()
     assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"] == fill3.widget.model_id
     assert "9 of 24 positions" in bundle["text/plain"]
+
+
 
 
 # -- size_report: every number the calculator shows, against independent computations -------
