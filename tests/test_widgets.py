@@ -154,6 +154,14 @@ def test_slider_values_that_are_not_a_prompt_length_give_a_message():
     assert fill.message == "" and fill.message_box.value == "" and fill.positions == 4
 
 
+def test_slider_values_from_the_browser_are_checked_too():
+    fill = CacheFill(prompt_len=6)
+    fill.prompt_slider.set_state({"value": None})
+    assert "prompt_len" in fill.message and fill.prompt_slider.value == 6
+    fill.prompt_slider.set_state({"value": 9})
+    assert fill.message == "" and fill.positions == 9
+
+
 def test_a_step_click_at_the_limit_gives_a_message():
     fill = CacheFill(prompt_len=3, max_positions=4, steps=1)
     assert fill.step_button.disabled
@@ -563,6 +571,17 @@ def test_numeric_extremes_give_a_message_and_the_widget_still_works(fresh, contr
     assert words in fresh.message and fresh.values == {} and fresh.report is None
     assert "Problem" in fresh.message_box.value and fresh.plot.layout.display == "none"
     _still_works(fresh)
+
+
+def test_values_from_the_browser_are_checked_too(fresh):
+    for value, words in [(2.5, "batch must be an integer"), (None, "got None")]:
+        fresh.batch.set_state({"value": value})          # what a front-end edit does
+        assert words in fresh.message and fresh.values == {}
+    fresh.batch.set_state({"value": 8})
+    fresh.gpu_memory_gib.set_state({"value": None})      # 1e400 typed: Infinity -> null
+    assert "gpu_memory_gib" in fresh.message
+    fresh.gpu_memory_gib.set_state({"value": 80})
+    assert fresh.message == "" and fresh.values["batch_bytes"] == 8 * GiB
 
 
 def test_deeply_nested_json_gives_a_message_and_the_widget_still_works(fresh):

@@ -17,13 +17,14 @@ import traitlets
 
 
 class _Number(traitlets.TraitType):
-    """A real number kept as given (int, float or numpy scalar), without casting."""
+    """A real number kept as given (int, float or numpy scalar), without casting; or None,
+    which a browser sends for a number JSON cannot hold (1e400 typed is Infinity -> null)."""
 
     default_value = 0
-    info_text = "a number"
+    info_text = "a number or None"
 
     def validate(self, obj, value):
-        if isinstance(value, numbers.Real):
+        if value is None or isinstance(value, numbers.Real):
             return value
         self.error(obj, value)
 
