@@ -394,7 +394,8 @@ def test_numpy_integers_are_counts():
     (dict(batch=0), "batch"), (dict(batch=2.5), "batch"), (dict(batch=16.0), "batch"),
     (dict(batch=True), "batch"), (dict(batch=10 ** 310), "batch"),
     (dict(context=0), "context"), (dict(context=1.5e4), "context"),
-    (dict(gpu_memory_gib=1e-12), "gpu_memory_gib"), (dict(gpu_memory_gib=math.inf), "gpu_memory_gib"),
+    (dict(gpu_memory_gib=1e-12), "gpu_memory_gib"),
+    (dict(gpu_memory_gib=math.inf), "gpu_memory_gib"),
     (dict(gpu_memory_gib=math.nan), "gpu_memory_gib"), (dict(gpu_memory_gib=0), "gpu_memory_gib"),
     (dict(gpu_memory_gib=1e300), "gpu_memory_gib"), (dict(gpu_memory_gib="80"), "gpu_memory_gib"),
     (dict(variant="gqa2"), "variant"), (dict(bytes_per_value=0), "bytes_per_value"),
@@ -424,7 +425,11 @@ def test_variant_model_keeps_layers_heads_and_head_dim():
     ('{"model_type": "bert"}', "model_type 'bert'"),
     (json.dumps({k: v for k, v in LLAMA_8B_CONFIG_JSON.items() if k != "hidden_size"}),
      "hidden_size"),
-    (json.dumps({"text_config": 3}), "Could not read")])
+    (json.dumps({"text_config": 3}), "Could not read"),
+    (json.dumps(dict(LLAMA_8B_CONFIG_JSON, num_hidden_layers=10 ** 8)), "num_hidden_layers"),
+    (json.dumps({"model_type": "gemma3", "text_config": dict(
+        LLAMA_8B_CONFIG_JSON, model_type="gemma3_text", num_hidden_layers=10 ** 30)}),
+     "at most 100,000")])
 def test_config_json_that_cannot_be_read_is_a_value_error(text, expected):
     with pytest.raises(ValueError, match=expected):
         model_from_config_json(text)

@@ -37,7 +37,8 @@ def texts(r) -> dict:
     """The numbers of a SizeReport as the calculator shows them."""
     return {
         "values_per_token": s.integer(r.values_per_token),
-        "bytes_per_token": f"{s.integer(r.bytes_per_token)} B ({s.binary_bytes(r.bytes_per_token, 1)})",
+        "bytes_per_token": f"{s.integer(r.bytes_per_token)} B "
+                           f"({s.binary_bytes(r.bytes_per_token, 1)})",
         "bytes_per_token_at_context": f"{s.integer(round(r.bytes_per_token_at_context))} B "
                                       f"({s.binary_bytes(r.bytes_per_token_at_context, 1)})",
         "sequence_bytes": s.both_bytes(r.sequence_bytes),
