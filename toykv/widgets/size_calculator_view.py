@@ -113,8 +113,8 @@ def numbers_html(r) -> str:
          f"parameters, {r.active_params / 1e9:,.2f}B active</span>"),
         (f"sequences that fit beside them on one GPU", "(GPU memory - weights) // one "
          "sequence's cache", f"<b>{t['sequences_fit']}</b>"),
-        ("KV share of a decode step", TERMS[5][1], f"<b>{t['kv_share']}</b>"),
-        ("relative decode speed (1 - share)", TERMS[6][1],
+        ("KV share of a decode step", dict(TERMS)["KV share"], f"<b>{t['kv_share']}</b>"),
+        ("relative decode speed (1 - share)", dict(TERMS)["relative decode speed"],
          f"<b>{t['relative_decode_speed']}</b>"),
     ]
     cells = "".join(f"<tr title='{s.esc(tip)}'><td style='padding:1px 10px 1px 0;color:#333'>"
