@@ -2,7 +2,8 @@
 
 Colours are from the Okabe-Ito palette, picked so that each pair also differs in lightness
 (they stay apart in greyscale); the cache-fill 'this step' cells carry a hatch as well.
-Byte sizes: GB/MB/kB are powers of 10 (1 GB = 10^9 B), GiB/MiB/KiB powers of 2 (2^30 B).
+Byte sizes: GB/MB/kB are powers of 10 (1 GB = 10^9 B), GiB/MiB/KiB powers of 2 (2^30 B);
+GPU memory is counted in GiB (a GPU sold as "80 GB" has 80 GiB), bandwidths in GB/s.
 """
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ GREY = "#999999"        # L* 63
 
 DECIMAL_UNITS = ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"))
 BINARY_UNITS = ((2**40, "TiB"), (2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB"))
-UNITS_NOTE = "GB = 10^9 bytes, MB = 10^6; GiB = 2^30 bytes, KiB = 2^10."
 
 
 def _scaled(n_bytes, units, digits):
@@ -39,8 +39,8 @@ def binary_bytes(n_bytes, digits: int = 2) -> str:
 
 
 def both_bytes(n_bytes, digits: int = 2) -> str:
-    """'17.18 GB (16.00 GiB)': the decimal size, then the binary one."""
-    return f"{decimal_bytes(n_bytes, digits)} ({binary_bytes(n_bytes, digits)})"
+    """'16.00 GiB (17.18 GB)': the binary size (GPU memory's unit), then the decimal one."""
+    return f"{binary_bytes(n_bytes, digits)} ({decimal_bytes(n_bytes, digits)})"
 
 
 def integer(n) -> str:
@@ -57,3 +57,9 @@ def table(rows, style="") -> str:
     cells = "".join(f"<tr><td style='padding:1px 10px 1px 0;color:#333'>{esc(label)}</td>"
                     f"<td style='padding:1px 0'>{value}</td></tr>" for label, value in rows)
     return f"<table style='border-collapse:collapse;{style}'>{cells}</table>"
+
+
+def problem_html(text) -> str:
+    """A problem the widget met (bad input, or a failure it survived), in a vermillion box."""
+    return (f"<div style='border-left:4px solid {VERMILLION};padding:4px 8px;"
+            f"background:#FFF4EC'><b>Problem:</b> {esc(text)}</div>")

@@ -2,7 +2,9 @@
 
 Each Step feeds the greedy next token through the model with the cache, then recomputes the
 whole sequence without a cache, and shows both FLOP counts (from the model's own counter,
-checked against toykv.flops) and the largest logit difference between the two.
+checked against toykv.flops) and the largest logit difference between the two. A click or
+slider move that fails shows a message in the widget instead of raising; after a failure
+half-way through a step, Step stays off until Reset rebuilds the cache.
 """
 from __future__ import annotations
 
@@ -10,8 +12,12 @@ import ipywidgets as widgets
 import numpy as np
 
 from .. import flops as flop_formulas
+from .. import validate
+from ..cache import KV_DTYPES
 from ..config import source_toy
 from ..model import ToyTransformer
+from ._controls import Quiet, StrictIntSlider, problem_text
+from ._style import problem_html
 from .cache_fill_view import grid_html, stats_html
 
 
@@ -26,8 +32,10 @@ class CacheFill:
     def __init__(self, model: ToyTransformer | None = None, prompt_len: int = 6,
                  max_positions: int = 24, seed: int = 0, steps: int = 0,
                  kv_dtype: str = "float32"):
-        _check_int("max_positions", max_positions, 2)
-        _check_int("steps", steps, 0)
+        validate.count("max_positions", max_positions, 2)
+        validate.count("steps", steps, 0)
+        validate.count("seed", seed, 0)
+        validate.choice("kv_dtype", kv_dtype, KV_DTYPES)
         if model is None:
             model = ToyTransformer(source_toy(max_seq_len=max_positions), seed=seed, exact=True)
         if not isinstance(model, ToyTransformer):
@@ -42,6 +50,9 @@ class CacheFill:
                              f"{self.limit} positions available ({self.limited_by})")
         rng = np.random.default_rng(seed)
         self._prompt_pool = [int(t) for t in rng.integers(0, model.config.vocab_size, self.limit)]
+        self._quiet = Quiet()
+        self.error = ""
+        self._intact = True           # False while a step or reset is half done
         self._build_controls(prompt_len)
         self.reset(prompt_len)
         for _ in range(steps):
@@ -52,28 +63,51 @@ class CacheFill:
         self.step_button = widgets.Button(description="Step", button_style="primary",
                                           tooltip="one greedy decode step with the cache")
         self.reset_button = widgets.Button(description="Reset", tooltip="prefill the prompt again")
-        self.prompt_slider = widgets.IntSlider(value=prompt_len, min=1, max=self.limit - 1,
-                                               description="prompt length",
-                                               style={"description_width": "initial"},
-                                               continuous_update=False)
+        self.prompt_slider = StrictIntSlider(value=prompt_len, min=1, max=self.limit - 1,
+                                             description="prompt length",
+                                             style={"description_width": "initial"},
+                                             continuous_update=False)
+        self.message_box = widgets.HTML()
         self.grid = widgets.HTML()
         self.stats = widgets.HTML(layout=widgets.Layout(min_width="300px"))
         self.note = widgets.HTML()
-        self.step_button.on_click(lambda _: self.step())
-        self.reset_button.on_click(lambda _: self.reset())
+        self.step_button.on_click(lambda _: self._guarded(self.step))
+        self.reset_button.on_click(lambda _: self._guarded(self.reset))
         self.prompt_slider.observe(self._on_prompt_len, names="value")
-        self._resetting = False
         controls = widgets.HBox([self.step_button, self.reset_button, self.prompt_slider])
         body = widgets.HBox([self.grid, self.stats],
                             layout=widgets.Layout(flex_flow="row wrap", grid_gap="16px"))
-        self.widget = widgets.VBox([controls, body, self.note])
+        self.widget = widgets.VBox([controls, self.message_box, body, self.note])
 
     def _on_prompt_len(self, change):
-        if not self._resetting:
-            self.reset(change["new"])
+        if not self._quiet:
+            self._guarded(lambda: self.reset(change["new"]))
+
+    def _guarded(self, action):
+        """Run a click's or a slider's action; an exception becomes a message, the slider goes
+        back to the prompt in use, and Step stays off if the action failed half-way."""
+        was_intact = self._intact
+        try:
+            action()
+        except Exception as err:                    # noqa: BLE001 - shown, never raised
+            self.error = problem_text(err)
+            if was_intact and not self._intact:
+                self.error += " Step is off: press Reset to start again."
+                self.step_button.disabled = True
+            with self._quiet:
+                self.prompt_slider.value = self.prompt_len
+            self.message_box.value = problem_html(self.error)
+        else:
+            self.error = ""
+            self.message_box.value = ""
+
+    @property
+    def message(self) -> str:
+        """The problem the last click or slider move met ('' if it worked)."""
+        return self.error
 
     def _check_prompt_len(self, prompt_len):
-        _check_int("prompt_len", prompt_len, 1)
+        validate.count("prompt_len", prompt_len, 1)
         if prompt_len >= self.limit:
             raise ValueError(f"prompt_len must be < {self.limit} (the positions available, set "
                              f"by {self.limited_by}) to leave room for a step, got {prompt_len}")
@@ -83,27 +117,32 @@ class CacheFill:
         """Empty the cache and prefill the first prompt_len tokens of the prompt."""
         prompt_len = self.prompt_slider.value if prompt_len is None else prompt_len
         self._check_prompt_len(prompt_len)
-        self._resetting = True                      # moving the slider must not reset twice
-        self.prompt_slider.value = prompt_len
-        self._resetting = False
+        self._intact = False
+        with self._quiet:                           # moving the slider must not reset twice
+            self.prompt_slider.value = prompt_len
         self.cache = self.model.new_cache(self.kv_dtype)
         self.prompt_len = prompt_len
         self.tokens = list(self._prompt_pool[:prompt_len])
         self.written_by = ["prefill"] * prompt_len  # which phase wrote each position
         self.phase = "prefill"
         self._run(self.tokens)
+        self._intact = True
         self._render()
 
     def step(self):
         """One greedy decode step with the cache, and a full recomputation beside it."""
+        if not self._intact:
+            raise ValueError("the last step or reset failed half-way; call reset()")
         if self.at_limit:
             raise ValueError(f"the sequence already fills the {self.limit} positions "
                              f"({self.limited_by}); call reset()")
+        self._intact = False
         token = int(np.argmax(self._logits))
         self.tokens.append(token)
         self.written_by.append("decode")
         self.phase = "decode"
         self._run([token])
+        self._intact = True
         self._render()
 
     def _run(self, feed):
@@ -181,7 +220,7 @@ class CacheFill:
         self.grid.value = grid_html(self.row_labels, self.cells, what_rows,
                                     "sliding" in self.model.config.layer_kinds)
         self.stats.value = stats_html(self)
-        self.step_button.disabled = self.at_limit
+        self.step_button.disabled = self.at_limit or not self._intact
         self.note.value = "" if not self.at_limit else (
             f"<i>The sequence fills all {self.limit} positions ({self.limited_by}): Step is "
             "off. Reset to start again.</i>")
@@ -197,7 +236,3 @@ class CacheFill:
         bundle["text/plain"] = repr(self)
         return bundle
 
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")

@@ -2,7 +2,11 @@
 
 Plain HTML with inline styles, so the saved widget state shows the same picture in the
 static book. Colours: sky blue (prefill) and blue (decode) differ in lightness; this step's
-cells are orange with black hatching; empty cells are white with a dashed outline.
+cells are orange with black hatching; empty cells are white with a dashed outline; cells a
+sliding window dropped are white with thin grey stripes the other way. Prefill, decode, this
+step's orange and empty stay at least 20 CIELAB units apart under simulated protanopia,
+deuteranopia and tritanopia (tests/test_widgets.py); the two patterned states differ by their
+texture as well, which survives greyscale.
 """
 from __future__ import annotations
 
@@ -11,12 +15,13 @@ from . import _style as s
 STATES = ("prefill", "decode", "this", "empty", "evicted")
 
 _HATCH = f"repeating-linear-gradient(135deg, {s.ORANGE} 0 3px, {s.BLACK} 3px 4.5px)"
+_STRIPES = "repeating-linear-gradient(45deg, #FFFFFF 0 3px, #999999 3px 4px)"   # evicted
 CELL_CSS = {                     # state -> (background, border)
     "prefill": (s.SKY_BLUE, f"1px solid {s.SKY_BLUE}"),
     "decode": (s.BLUE, f"1px solid {s.BLUE}"),
     "this": (_HATCH, f"1px solid {s.BLACK}"),
     "empty": ("#FFFFFF", "1px dashed #888888"),
-    "evicted": ("#D9D9D9", "1px dotted #555555"),
+    "evicted": (_STRIPES, "1px dotted #555555"),
 }
 LEGEND = {
     "prefill": "written by prefill",

@@ -4,8 +4,9 @@ from __future__ import annotations
 import statistics
 import time
 
+from .. import validate
 from .cache_fill import CacheFill
-from .size_calculator import CONTEXTS, VARIANTS, SizeCalculator
+from .size_calculator import CONTEXTS, PASTE, VARIANTS, SizeCalculator
 
 
 def _seconds(action) -> float:
@@ -16,12 +17,11 @@ def _seconds(action) -> float:
 
 def update_latency(repeats: int = 10) -> dict[str, float]:
     """Median seconds of `repeats` updates each: a CacheFill Step click, a CacheFill Reset
-    click, and a SizeCalculator control change (context, then attention variant, in turn).
+    click, and a SizeCalculator control change (context, attention variant and model in turn).
 
     Widgets are built first (not timed): this is what a reader waits for after a click.
     """
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    repeats = validate.count("repeats", repeats, 1)
     fill = CacheFill()
     steps = []
     for _ in range(repeats):                         # steps at growing context, wrapping round
@@ -31,9 +31,10 @@ def update_latency(repeats: int = 10) -> dict[str, float]:
     resets = [_seconds(fill.reset_button.click) for _ in range(repeats)]
     calc = SizeCalculator()
     changes = []
+    turns = [(calc.context, CONTEXTS), (calc.variant, [v for _, v in VARIANTS]),
+             (calc.model, [name for _, name in calc.model.options if name != PASTE])]
     for i in range(repeats):
-        control, options = ((calc.context, CONTEXTS) if i % 2 == 0
-                            else (calc.variant, [v for _, v in VARIANTS]))
+        control, options = turns[i % len(turns)]
         new = options[(options.index(control.value) + 1) % len(options)]
         changes.append(_seconds(lambda: setattr(control, "value", new)))
     return {"cache_fill_step": statistics.median(steps),
