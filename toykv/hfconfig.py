@@ -19,7 +19,7 @@ import re
 import reprlib
 
 from . import validate
-from .config import ModelConfig
+from .config import MAX_LAYERS, ModelConfig
 from .zoo import ZooModel
 
 # Traits of each supported model_type. norms: RMSNorm weights per layer (each d_model);
@@ -106,12 +106,12 @@ class _Fields:
                              f"{reprlib.repr(value)}")
         return value
 
-    def int(self, key, default=None, minimum=1):
+    def int(self, key, default=None, minimum=1, maximum=None):
         value = self._scalar(key, self.get(key, default), "an integer")
         if value is None:
             raise ValueError(f"config.json (model_type {self.model_type!r}) is missing the "
                              f"required field {key!r}")
-        return validate.count(self._name(key), value, minimum)
+        return validate.count(self._name(key), value, minimum, maximum)
 
     def optional_int(self, key, minimum=1):
         value = self._scalar(key, self.get(key), "an integer or null")
@@ -190,7 +190,8 @@ def _layer_kinds(f, n_layers, window_rule):
     if window_rule == "interval":                      # every k-th layer full, the rest linear
         k = f.int("full_attention_interval")
         return tuple("full" if (i + 1) % k == 0 else "linear" for i in range(n_layers))
-    if f.get("sliding_window") is None or window_rule is None:
+    enabled = f.flag("use_sliding_window", False) if window_rule == "qwen" else True
+    if f.get("sliding_window") is None or window_rule is None or not enabled:
         return ("full",) * n_layers
     if window_rule == "alternate":                     # sliding first: layers 0, 2, 4, ...
         return tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
@@ -198,8 +199,6 @@ def _layer_kinds(f, n_layers, window_rule):
         p = f.int("sliding_window_pattern")
         return tuple("full" if (i + 1) % p == 0 else "sliding" for i in range(n_layers))
     if window_rule == "qwen":                          # only with use_sliding_window
-        if not f.flag("use_sliding_window", False):
-            return ("full",) * n_layers
         first = f.int("max_window_layers", minimum=0)
         return tuple("sliding" if i >= first else "full" for i in range(n_layers))
     return ("sliding",) * n_layers                     # 'all': Mistral v0.1
@@ -354,6 +353,7 @@ def _shapes(f, traits):
 
 def _rope_theta(f) -> float:
     """rope_theta from the top level (transformers 4) or rope_parameters (transformers 5)."""
+    f.mapping("rope_scaling")                          # transformers 4's name: a mapping too
     nested = f.mapping("rope_parameters").get("rope_theta")
     top = f.number("rope_theta")
     if nested is None:
@@ -375,7 +375,7 @@ def from_hf_config(config: dict, name: str = "custom") -> ZooModel:
     traits = _FAMILIES[model_type]
     f = _Fields(text, model_type)
     shapes = _shapes(f, traits)
-    n_layers = f.int("num_hidden_layers")
+    n_layers = f.int("num_hidden_layers", maximum=MAX_LAYERS)       # before looping over them
     kinds = _layer_kinds(f, n_layers, traits.get("window"))
     tied = f.flag("tie_word_embeddings", traits["tie"])
     total, active, notes, state = _count_params(f, traits, shapes, kinds, tied)
