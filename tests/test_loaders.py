@@ -478,3 +478,17 @@ def test_references_fail_when_toykv_drifts(hf_tiny):
     drifted = ToyTransformer(dataclasses.replace(ours.config, rope_theta=10100.0), weights=weights)
     with pytest.raises(AssertionError):
         assert_close_logits(drifted(hf_tiny["sequence"]), hf_tiny["llama_untied/logits"])
+
+
+def test_tokenizer_config_gives_the_chat_template_and_stop_id(tmp_path):
+    write_checkpoint(tmp_path, random_model(vocab_size=320))
+    byte_level_bpe().save(str(tmp_path / "tokenizer.json"))
+    template = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{{ eos_token }}{% endfor %}"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
+        {"chat_template": template, "eos_token": {"content": "<s>", "special": True}}))
+    _, tokenizer = load_hf(tmp_path)
+    assert tokenizer.stop_ids == (0,)                                 # "<s>" is the only special
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "hi"}]) == "[user] hi<s>"
+    (tmp_path / "tokenizer_config.json").write_text("[1]")
+    with pytest.raises(ValueError, match="tokenizer_config.json must hold a JSON object"):
+        load_hf(tmp_path)
