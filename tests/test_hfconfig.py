@@ -3,10 +3,12 @@
 The dicts below copy the fields that matter from each model's published config.json
 (unrelated fields such as token ids and rope scaling are left out).
 """
+import json
+
 import pytest
 
 from toykv import zoo
-from toykv.hfconfig import from_hf_config
+from toykv.hfconfig import config_from_hf, from_hf_config, parse_config_json
 from toykv.sizing import kv_bytes_per_token, kv_cache_bytes, param_count
 
 LLAMA_2_7B = {
@@ -192,3 +194,125 @@ def test_malformed_values():
         from_hf_config(dict(GPT_OSS_120B, layer_types=["chunked"] * 36))
     with pytest.raises(ValueError, match="config"):
         from_hf_config("config.json")
+
+
+# -- one parser, one set of defaults ----------------------------------------------------
+def test_loader_and_sizing_read_a_config_alike():
+    """The loader's ModelConfig and the sizing ZooModel's come from the same parse."""
+    for config in (MISTRAL_7B, LLAMA_31_8B, {k: v for k, v in MISTRAL_7B.items()
+                                             if k not in ("sliding_window", "rms_norm_eps")}):
+        assert config_from_hf(config) == from_hf_config(config).config
+
+
+def test_transformers_defaults_for_left_out_fields():
+    bare = {k: v for k, v in MISTRAL_7B.items()
+            if k not in ("sliding_window", "rms_norm_eps", "rope_theta", "num_key_value_heads",
+                         "tie_word_embeddings")}
+    c = config_from_hf(bare)                         # MistralConfig's defaults (transformers 5)
+    assert (c.sliding_window, c.norm_eps, c.rope_theta, c.n_kv_heads, c.tie_embeddings) == \
+        (4096, 1e-6, 10000.0, 8, False)
+    assert set(c.layer_kinds) == {"sliding"}
+    nulls = dict(bare, sliding_window=None, num_key_value_heads=None)   # null: not windowed, MHA
+    c = config_from_hf(nulls)
+    assert c.sliding_window is None and c.n_kv_heads == 32 and set(c.layer_kinds) == {"full"}
+    llama = config_from_hf({k: v for k, v in LLAMA_2_7B.items() if k != "rms_norm_eps"})
+    assert llama.norm_eps == 1e-6 and llama.rope_theta == 10000.0
+    oss = from_hf_config({k: v for k, v in GPT_OSS_120B.items() if k != "rope_theta"}).config
+    assert oss.rope_theta == 150000.0 and oss.norm_eps == 1e-5
+
+
+def test_rope_theta_from_transformers_5_rope_parameters():
+    v5 = {k: v for k, v in LLAMA_31_8B.items() if k != "rope_theta"}
+    v5["rope_parameters"] = {"rope_type": "default", "rope_theta": 500000.0}
+    assert config_from_hf(v5).rope_theta == 500000.0
+    with pytest.raises(ValueError, match="two rope_theta"):
+        config_from_hf(dict(v5, rope_theta=10000.0))
+
+
+def test_max_seq_len_shortens_the_context():
+    assert config_from_hf(LLAMA_31_8B, max_seq_len=256).max_seq_len == 256
+    for bad in (0, 131073, 2.0, True, "256"):
+        with pytest.raises(ValueError, match="max_seq_len"):
+            config_from_hf(LLAMA_31_8B, max_seq_len=bad)
+
+
+def test_only_llama_and_mistral_are_runnable():
+    assert from_hf_config(QWEN3_1_7B).config.n_layers == 28          # sized, yes
+    with pytest.raises(ValueError, match="'qwen3' is not supported.*q_norm"):
+        config_from_hf(QWEN3_1_7B)                                    # run, no
+
+
+# -- bad input: a ValueError naming the config.json field -------------------------------
+DEEP = {}
+_inner = DEEP
+for _ in range(5000):
+    _inner["a"] = {}
+    _inner = _inner["a"]
+
+
+@pytest.mark.parametrize("base, changes, field", [
+    (QWEN3_235B, {"num_experts_per_tok": 129}, "'num_experts_per_tok' \\(129\\) is more than "
+                                               "'num_experts' \\(128\\)"),
+    (DEEPSEEK_V3, {"num_experts_per_tok": 300}, "'num_experts_per_tok'.*'n_routed_experts'"),
+    (GPT_OSS_120B, {"num_experts_per_tok": None, "experts_per_token": 200},
+     "'experts_per_token'.*'num_local_experts'"),
+    (QWEN3_235B, {"num_experts": -4}, "'num_experts' must be an integer >= 0"),
+    (DEEPSEEK_V3, {"n_routed_experts": -1}, "'n_routed_experts' must be an integer >= 1"),
+    (DEEPSEEK_V3, {"n_shared_experts": -1}, "'n_shared_experts' must be an integer >= 0"),
+    (GPT_OSS_120B, {"num_local_experts": 0}, "'num_local_experts'"),
+    (DEEPSEEK_V3, {"kv_lora_rank": 512.5}, "'kv_lora_rank' must be an integer"),
+    (DEEPSEEK_V3, {"kv_lora_rank": -512}, "'kv_lora_rank' must be an integer >= 1"),
+    (DEEPSEEK_V3, {"q_lora_rank": 1.5}, "'q_lora_rank' must be an integer"),
+    (DEEPSEEK_V3, {"q_lora_rank": -1}, "'q_lora_rank'"),
+    (DEEPSEEK_V3, {"qk_rope_head_dim": "64"}, "'qk_rope_head_dim'"),
+    (LLAMA_31_8B, {"tie_word_embeddings": "false"}, "'tie_word_embeddings' must be True or "
+                                                    "False, got 'false'"),
+    (QWEN3_1_7B, {"use_sliding_window": "true"}, "'use_sliding_window'"),
+    (GPT_OSS_120B, {"attention_bias": "false"}, "'attention_bias'"),
+    (LLAMA_31_8B, {"mlp_bias": 0}, "'mlp_bias'"),
+    (LLAMA_31_8B, {"rope_theta": "abc"}, "'rope_theta' must be a number, got 'abc'"),
+    (LLAMA_31_8B, {"rope_theta": "500000"}, "'rope_theta' must be a number"),
+    (LLAMA_31_8B, {"rms_norm_eps": "1e-5"}, "'rms_norm_eps' must be a number"),
+    (LLAMA_31_8B, {"rms_norm_eps": float("nan")}, "'rms_norm_eps' must be a finite number"),
+    (LLAMA_31_8B, {"hidden_size": "4096"}, "'hidden_size' must be an integer"),
+    (LLAMA_31_8B, {"num_attention_heads": 32.0}, "'num_attention_heads' must be an integer"),
+    (LLAMA_31_8B, {"num_hidden_layers": True}, "'num_hidden_layers' must be an integer"),
+    (LLAMA_31_8B, {"vocab_size": [128256]}, "'vocab_size' must be an integer, got a JSON array"),
+    (LLAMA_31_8B, {"hidden_size": {"value": 4096}}, "'hidden_size' must be an integer, got a "
+                                                    "JSON object"),
+    (LLAMA_31_8B, {"rope_parameters": [500000.0]}, "'rope_parameters' must be a JSON object"),
+    (LLAMA_31_8B, {"rope_parameters": 500000.0}, "'rope_parameters' must be a JSON object"),
+    (LLAMA_31_8B, {"rope_scaling": "llama3"}, "'rope_scaling' must be a JSON object"),
+    (LLAMA_31_8B, {"rope_parameters": {"rope_theta": "big"}}, "'rope_parameters.rope_theta'"),
+    (GEMMA_3_27B, {"text_config": [1, 2]}, "'text_config' must be a JSON object"),
+    (GEMMA_3_27B, {"text_config": 5}, "'text_config' must be a JSON object"),
+    (QWEN3_235B, {"mlp_only_layers": 3}, "'mlp_only_layers' must be a list of int"),
+    (QWEN3_235B, {"mlp_only_layers": [1.5]}, "'mlp_only_layers' must be a list of int"),
+    (GPT_OSS_120B, {"layer_types": "sliding_attention"}, "'layer_types' must be a list of str"),
+    (GPT_OSS_120B, {"layer_types": [[1]] * 36}, "'layer_types' must be a list of str"),
+    (LLAMA_31_8B, {"num_key_value_heads": 5}, "'num_attention_heads' \\(32\\) must be a multiple "
+                                              "of 'num_key_value_heads' \\(5\\)"),
+    (LLAMA_31_8B, {"hidden_size": DEEP}, "'hidden_size' must be an integer, got a JSON object"),
+    (LLAMA_31_8B, {"rope_theta": [[[[[[[[[[1]]]]]]]]]]}, "'rope_theta' must be a number"),
+    (LLAMA_31_8B, {"num_hidden_layers": 10**8}, "'num_hidden_layers' must be an integer in"),
+])
+def test_bad_field_is_named(base, changes, field):
+    with pytest.raises(ValueError, match=field):
+        from_hf_config({**base, **changes})
+
+
+@pytest.mark.parametrize("config", [[LLAMA_31_8B], 4096, None, "model_type: llama"])
+def test_config_must_be_a_mapping(config):
+    with pytest.raises(ValueError, match="config must be a dict"):
+        from_hf_config(config)
+
+
+def test_deeply_nested_config_json_text():
+    for text in ("[" * 200_000, '{"a":' * 200_000, '{"text_config": ' + "[" * 200_000):
+        with pytest.raises(ValueError, match="too deeply"):
+            parse_config_json(text)
+    nested = json.dumps(LLAMA_31_8B)[:-1] + ', "extra": ' + '{"a": ' * 500 + "{}" + "}" * 501
+    assert from_hf_config(parse_config_json(nested)).config.n_layers == 32
+    for text, message in (("[1]", "JSON object"), ("{", "not valid JSON"), (b"{}", "str")):
+        with pytest.raises(ValueError, match=message):
+            parse_config_json(text)

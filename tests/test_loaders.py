@@ -1,24 +1,23 @@
 """toykv.load_hf: a checkpoint written here loads into a ToyTransformer that computes what it does.
 
-The first tests need only numpy, safetensors and tokenizers: a toykv model is written out under
-Hugging Face's tensor names and read back, and every bad input is rejected. The comparison tests
-at the end build tiny random models with `transformers` and check toykv's logits and greedy
-tokens against theirs; they skip when torch or transformers is not installed.
+Only numpy, safetensors and tokenizers are needed: a toykv model is written out under Hugging
+Face's tensor names and read back, and every bad input is rejected. The comparison tests at the
+end load tiny checkpoints that transformers saved (tests/data/hf_tiny) and compare toykv's logits
+and greedy tokens with transformers' own, recorded by tests/make_references.py.
 """
 import dataclasses
 import json
-import os
 import struct
-
-os.environ["HF_HUB_OFFLINE"] = "1"            # before any transformers import: no network
-os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+from pathlib import Path
 
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
 from toykv import ModelConfig, ToyTransformer, generate
-from toykv.loaders import load_hf
+from toykv.loaders import load_hf, weight_files
+
+DATA = Path(__file__).parent / "data"
 
 TINY = dict(vocab_size=128, d_model=64, n_layers=2, n_heads=4, n_kv_heads=2, d_ff=128,
             max_seq_len=128)
@@ -226,7 +225,16 @@ def test_unreadable_files(tmp_path):
     ({"hidden_act": "gelu"}, "hidden_act.*'gelu'"),
     ({"hidden_size": None}, "'hidden_size'"),
     ({"max_position_embeddings": None}, "'max_position_embeddings'"),
-    ({"num_key_value_heads": 3}, "cannot build.*n_heads"),
+    ({"num_key_value_heads": 3}, "num_attention_heads.*multiple of.*num_key_value_heads"),
+    ({"tie_word_embeddings": "false"}, "'tie_word_embeddings' must be True or False"),
+    ({"attention_bias": "false"}, "'attention_bias' must be True or False"),
+    ({"rope_theta": "10000"}, "'rope_theta' must be a number"),
+    ({"rms_norm_eps": -1e-6}, "'rms_norm_eps' must be a number > 0"),
+    ({"hidden_size": 64.0}, "'hidden_size' must be an integer"),
+    ({"rope_scaling": [1, 2]}, "'rope_scaling' must be a JSON object"),
+    ({"rope_parameters": 7}, "'rope_parameters' must be a JSON object"),
+    ({"model_type": ["llama"]}, "model_type \\['llama'\\] is not supported"),
+    ({"head_dim": 15}, "head_dim must be even"),
 ])
 def test_config_rejected(tmp_path, changes, message):
     with pytest.raises(ValueError, match=message):
@@ -284,6 +292,78 @@ def test_integer_tensor_is_rejected(tmp_path):
         load_hf(write_checkpoint(tmp_path, random_model(), tensors=tensors))
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_non_finite_tensor_is_named(tmp_path, value):
+    tensors = hf_tensors(random_model())
+    name = "model.layers.1.self_attn.v_proj.weight"
+    tensors[name] = tensors[name].copy()
+    tensors[name][3, 5] = value
+    with pytest.raises(ValueError, match=rf"'{name}' has 1 NaN or infinite"):
+        load_hf(write_checkpoint(tmp_path, random_model(), tensors=tensors))
+
+
+def sharded(tmp_path, shard_names):
+    """A checkpoint whose index names the given shard files (the tensors split among them)."""
+    model = random_model()
+    write_checkpoint(tmp_path, model)
+    (tmp_path / "model.safetensors").unlink()
+    tensors = hf_tensors(model)
+    names = sorted(tensors)
+    weight_map = {n: shard_names[i % len(shard_names)] for i, n in enumerate(names)}
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    return tmp_path, tensors, weight_map
+
+
+@pytest.mark.parametrize("shard", ["../outside.safetensors", "/etc/passwd", "sub/../../x",
+                                   "..\\x.safetensors", ""])
+def test_shards_must_lie_inside_the_model_directory(tmp_path, shard):
+    folder, tensors, _ = sharded(tmp_path / "model", ["a.safetensors", shard])
+    save_file(tensors, tmp_path / "outside.safetensors")              # a real file out there
+    with pytest.raises(ValueError, match="not a file name inside the model directory"):
+        load_hf(folder)
+
+
+def test_shard_symlink_out_of_the_directory_is_refused(tmp_path):
+    folder, tensors, weight_map = sharded(tmp_path / "model", ["a.safetensors", "b.safetensors"])
+    for file in set(weight_map.values()):
+        save_file({n: tensors[n] for n, f in weight_map.items() if f == file}, tmp_path / file)
+    (folder / "a.safetensors").symlink_to(tmp_path / "a.safetensors")
+    (folder / "b.safetensors").symlink_to(tmp_path / "b.safetensors")
+    with pytest.raises(ValueError, match="'a.safetensors'.*inside the model directory"):
+        load_hf(folder)
+
+
+def test_shards_in_a_subfolder_are_fine(tmp_path):
+    folder, tensors, weight_map = sharded(tmp_path, ["w/a.safetensors", "w/b.safetensors"])
+    (folder / "w").mkdir()
+    for file in set(weight_map.values()):
+        save_file({n: tensors[n] for n, f in weight_map.items() if f == file}, folder / file)
+    loaded, _ = load_hf(folder)
+    assert_same_weights(loaded, random_model())
+
+
+@pytest.mark.parametrize("index", ['{"weight_map": [1, 2]}', '{"weight_map": {"a": 3}}',
+                                   '{"metadata": {}}', '[' * 100_000])
+def test_bad_index_file(tmp_path, index):
+    folder, _, _ = sharded(tmp_path, ["a.safetensors"])
+    (folder / "model.safetensors.index.json").write_text(index)
+    with pytest.raises(ValueError, match="model.safetensors.index.json"):
+        load_hf(folder)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100_000 + "]" * 100_000, "too deeply"),
+    ('{"a": ' * 100_000 + "1" + "}" * 100_000, "too deeply"),
+    ("[1, 2]", "JSON object"),
+    ("", "not valid JSON"),
+])
+def test_unreadable_config_json(tmp_path, text, message):
+    write_checkpoint(tmp_path, random_model())
+    (tmp_path / "config.json").write_text(text)
+    with pytest.raises(ValueError, match=f"config.json.*{message}"):
+        load_hf(tmp_path)
+
+
 # -- tokenizer ------------------------------------------------------------------------------
 def byte_level_bpe(vocab_size=300):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -327,40 +407,15 @@ def test_tokenizer_problems(tmp_path):
         load_hf(tmp_path)
 
 
-# -- against Hugging Face transformers ------------------------------------------------------
-def hf_model(kind="llama", seed=0, **config):
-    """A tiny random transformers model whose weights are large enough for attention to matter."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    Config, Model = {"llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
-                     "mistral": (transformers.MistralConfig, transformers.MistralForCausalLM)}[kind]
-    base = dict(vocab_size=128, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                num_key_value_heads=2, intermediate_size=128, max_position_embeddings=128,
-                bos_token_id=None, eos_token_id=None, pad_token_id=None)   # nothing stops greedy
-    torch.set_num_threads(1)                          # tiny matrices: threads only add waiting
-    torch.manual_seed(seed)
-    model = Model(Config(**{**base, **config}, attn_implementation="eager"))
-    with torch.no_grad():         # HF's init (std 0.02) makes attention near-uniform: widen it
-        for param in model.parameters():
-            if param.ndim == 1:
-                param.copy_(1 + 0.2 * torch.randn_like(param))
-            else:                                        # [out, in]: variance 1/in
-                param.copy_(torch.randn_like(param) / param.shape[1] ** 0.5)
-    return model.eval()
+# -- against Hugging Face transformers (reference outputs from tests/make_references.py) --------
+TINY_DIR = DATA / "hf_tiny"
 
 
-def hf_logits(model, ids):
-    import torch
-    with torch.no_grad():
-        return model(torch.tensor([ids])).logits[0].float().numpy()
-
-
-def hf_greedy(model, prompt, n, use_cache=True):
-    import torch
-    with torch.no_grad():
-        out = model.generate(torch.tensor([prompt]), max_new_tokens=n, do_sample=False,
-                             use_cache=use_cache)
-    return out[0, len(prompt):].tolist()
+@pytest.fixture(scope="module")
+def hf_tiny():
+    """transformers' logits and greedy tokens for the tiny checkpoints it saved in tests/data."""
+    with np.load(DATA / "references" / "hf_tiny.npz") as refs:
+        return {key: refs[key] for key in refs.files}
 
 
 def assert_close_logits(ours, theirs):
@@ -369,59 +424,71 @@ def assert_close_logits(ours, theirs):
     assert np.abs(ours - theirs).max() <= 1e-5 * np.abs(theirs).max()
 
 
-PROMPT = [1, 7, 42, 99, 3, 64, 18, 120]
-SEQUENCE = PROMPT + [5, 77, 31, 2, 90, 11, 46, 101, 8, 59, 23, 114, 36, 70, 0, 127]   # 24 tokens
+def test_references_record_their_versions(hf_tiny):
+    versions = json.loads(str(hf_tiny["versions"]))
+    assert versions["transformers"] and versions["torch"] and versions["written_by"]
 
 
-@pytest.mark.parametrize("tie, theta", [(False, 10000.0), (True, 10000.0), (False, 500.0),
-                                        (True, 1e6)])
-def test_llama_matches_transformers(tmp_path, tie, theta):
-    theirs = hf_model(tie_word_embeddings=tie, rope_theta=theta, seed=int(theta) % 7 + tie)
-    theirs.save_pretrained(tmp_path, safe_serialization=True)
-    ours, _ = load_hf(tmp_path)
+@pytest.mark.parametrize("name, tie, theta", [
+    ("llama_untied", False, 10000.0), ("llama_tied_theta1e6", True, 1e6),
+    ("llama_bf16_sharded", True, 500.0)])
+def test_llama_checkpoints_match_transformers(hf_tiny, name, tie, theta):
+    ours, _ = load_hf(TINY_DIR / name)
     assert ours.config.rope_theta == theta and ours.config.tie_embeddings == tie
-    assert_close_logits(ours(SEQUENCE), hf_logits(theirs, SEQUENCE))
-    expected = hf_greedy(theirs, PROMPT, 16)
-    assert len(expected) == 16 and expected == hf_greedy(theirs, PROMPT, 16, use_cache=False)
-    assert generate(ours, PROMPT, 16, use_cache=True) == expected
-    assert generate(ours, PROMPT, 16, use_cache=False) == expected
+    sequence, prompt = hf_tiny["sequence"], list(hf_tiny["prompt"])
+    assert_close_logits(ours(sequence), hf_tiny[f"{name}/logits"])
+    expected = hf_tiny[f"{name}/greedy"].tolist()
+    assert len(expected) == 16 and expected == hf_tiny[f"{name}/greedy_no_cache"].tolist()
+    assert generate(ours, prompt, 16, use_cache=True) == expected
+    assert generate(ours, prompt, 16, use_cache=False) == expected
 
 
-def test_mistral_sliding_window_matches_transformers(tmp_path):
-    theirs = hf_model("mistral", sliding_window=8, rope_theta=1000.0, seed=3)
-    theirs.save_pretrained(tmp_path, safe_serialization=True)
-    ours, _ = load_hf(tmp_path)
+def test_sharded_bf16_checkpoint_as_transformers_wrote_it(hf_tiny):
+    folder = TINY_DIR / "llama_bf16_sharded"
+    assert not (folder / "model.safetensors").exists()
+    assert len(weight_files(folder)) > 1
+    ours, _ = load_hf(folder)                                          # bf16 widened exactly:
+    assert np.array_equal(ours.embed.view(np.uint32) & np.uint32(0xFFFF), np.zeros_like(
+        ours.embed, np.uint32))                                        # low 16 bits all zero
+
+
+def test_mistral_sliding_window_matches_transformers(hf_tiny):
+    ours, _ = load_hf(TINY_DIR / "mistral_window8")
     assert ours.config.sliding_window == 8
-    expected = hf_logits(theirs, SEQUENCE)                          # 24 tokens > window of 8
-    assert_close_logits(ours(SEQUENCE), expected)
-    unwindowed = ToyTransformer(dataclasses.replace(ours.config, sliding_window=None))
-    unwindowed.embed, unwindowed.layers = ours.embed, ours.layers
-    unwindowed.final_norm, unwindowed.lm_head = ours.final_norm, ours.lm_head
-    gap = np.abs(unwindowed(SEQUENCE) - expected)
+    expected = hf_tiny["mistral_window8/logits"]                       # 24 tokens > window of 8
+    sequence, prompt = hf_tiny["sequence"], list(hf_tiny["prompt"])
+    assert_close_logits(ours(sequence), expected)
+    weights = {"embed": ours.embed, "layers": ours.layers, "final_norm": ours.final_norm,
+               "lm_head": ours.lm_head}
+    unwindowed = ToyTransformer(dataclasses.replace(ours.config, sliding_window=None),
+                                weights=weights)
+    gap = np.abs(unwindowed(sequence) - expected)
     assert gap[:8].max() <= 1e-5 * np.abs(expected).max()           # inside the window: same
     assert gap[8:].max() > 1e-2                                      # past it: HF did slide
-    tokens = hf_greedy(theirs, PROMPT, 16)
-    assert generate(ours, PROMPT, 16, use_cache=True) == tokens      # ring buffer of 8 slots
-    assert generate(ours, PROMPT, 16, use_cache=False) == tokens
+    tokens = hf_tiny["mistral_window8/greedy"].tolist()
+    assert generate(ours, prompt, 16, use_cache=True) == tokens      # ring buffer of 8 slots
+    assert generate(ours, prompt, 16, use_cache=False) == tokens
 
 
-def test_bf16_checkpoint_matches_transformers(tmp_path):
-    torch = pytest.importorskip("torch")
-    theirs = hf_model(seed=5).to(torch.bfloat16)
-    theirs.save_pretrained(tmp_path, safe_serialization=True)
-    ours, _ = load_hf(tmp_path)
-    state = {k: v.float().numpy() for k, v in theirs.state_dict().items()}
-    assert np.array_equal(ours.embed, state["model.embed_tokens.weight"])
-    assert np.array_equal(ours.layers[1]["wk"], state["model.layers.1.self_attn.k_proj.weight"].T)
-    # theirs.float() would keep RoPE's inv_freq rounded to bf16: reload in float32 instead
-    reloaded = type(theirs).from_pretrained(tmp_path, dtype=torch.float32)
-    assert_close_logits(ours(SEQUENCE), hf_logits(reloaded, SEQUENCE))
+def test_references_fail_when_toykv_drifts(hf_tiny):
+    """The comparison can fail: a RoPE base off by 1% moves the logits far past the tolerance."""
+    ours, _ = load_hf(TINY_DIR / "llama_untied")
+    weights = {"embed": ours.embed, "layers": ours.layers, "final_norm": ours.final_norm,
+               "lm_head": ours.lm_head}
+    drifted = ToyTransformer(dataclasses.replace(ours.config, rope_theta=10100.0), weights=weights)
+    with pytest.raises(AssertionError):
+        assert_close_logits(drifted(hf_tiny["sequence"]), hf_tiny["llama_untied/logits"])
 
 
-def test_sharded_transformers_checkpoint(tmp_path):
-    theirs = hf_model(seed=6)
-    theirs.save_pretrained(tmp_path, safe_serialization=True, max_shard_size="100KB")
-    assert (tmp_path / "model.safetensors.index.json").is_file()
-    assert not (tmp_path / "model.safetensors").exists()
-    ours, _ = load_hf(tmp_path)
-    assert_close_logits(ours(SEQUENCE), hf_logits(theirs, SEQUENCE))
+def test_tokenizer_config_gives_the_chat_template_and_stop_id(tmp_path):
+    write_checkpoint(tmp_path, random_model(vocab_size=320))
+    byte_level_bpe().save(str(tmp_path / "tokenizer.json"))
+    template = "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}{{ eos_token }}{% endfor %}"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
+        {"chat_template": template, "eos_token": {"content": "<s>", "special": True}}))
+    _, tokenizer = load_hf(tmp_path)
+    assert tokenizer.stop_ids == (0,)                                 # "<s>" is the only special
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "hi"}]) == "[user] hi<s>"
+    (tmp_path / "tokenizer_config.json").write_text("[1]")
+    with pytest.raises(ValueError, match="tokenizer_config.json must hold a JSON object"):
+        load_hf(tmp_path)

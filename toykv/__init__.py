@@ -9,18 +9,21 @@ from . import flops, roofline, sizing, zoo
 from .cache import KVCache
 from .config import ModelConfig, source_toy
 from .generate import Step, decode_steps, generate
-from .hfconfig import from_hf_config
-from .loaders import Tokenizer, config_from_hf, load_hf
+from .gguf_loader import load_gguf
+from .hfconfig import config_from_hf, from_hf_config
+from .loaders import load_hf
 from .model import ToyTransformer
 from .roofline import (HARDWARE, Hardware, describe_machine, hardware, measure_bandwidth,
                        measure_matmul_peak)
+from .smollm2 import smollm2_gguf_path
 from .sizing import (kv_bytes_per_token, kv_cache_bytes, kv_share, kv_values_per_token,
                      max_tokens_per_second, param_count, relative_decode_speed, weight_bytes)
+from .tokenizer import Tokenizer
 from .zoo import ZooModel
 
 __all__ = [
     "ModelConfig", "source_toy", "ToyTransformer", "KVCache", "Step", "decode_steps", "generate",
-    "load_hf", "config_from_hf", "Tokenizer",
+    "load_hf", "config_from_hf", "Tokenizer", "load_gguf", "smollm2_gguf_path",
     "flops", "roofline", "sizing", "zoo", "ZooModel", "from_hf_config",
     "kv_values_per_token", "kv_bytes_per_token", "kv_cache_bytes", "param_count", "weight_bytes",
     "kv_share", "relative_decode_speed", "max_tokens_per_second",

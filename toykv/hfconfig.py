@@ -1,14 +1,25 @@
-"""Read a Hugging Face config.json dict into a ZooModel: a ModelConfig plus parameter counts.
+"""The one reader of Hugging Face config.json: shapes, parameter counts, and what toykv can run.
 
-Field names are those of transformers' configuration_<model>.py files. Parameter counts are
-computed from the shapes, the way transformers builds each model: attention (GQA, gated,
-with sinks, or MLA with q-LoRA), linear attention (Gated DeltaNet), dense and MoE MLPs
-(routed and shared experts, routers), norms and embeddings. Active counts take top-k routed
+`from_hf_config` reads every family below into a ZooModel (a ModelConfig plus parameter counts,
+for sizing); `config_from_hf` is the ModelConfig that ToyTransformer runs (Llama, Mistral), used
+by the loaders. Field names are those of transformers' configuration_<model>.py files; a field
+left out gets transformers' default (table below), shape fields are required. Every value goes
+through toykv.validate, and errors name the config.json field as written (e.g. `rope_theta`).
+
+Parameter counts are computed from the shapes, the way transformers builds each model: attention
+(GQA, gated, with sinks, or MLA with q-LoRA), linear attention (Gated DeltaNet), dense and MoE
+MLPs (routed and shared experts, routers), norms and embeddings. Active counts take top-k routed
 experts and every other weight, the whole input-embedding table included.
 """
 from __future__ import annotations
 
-from .config import ModelConfig
+import dataclasses
+import json
+import re
+import reprlib
+
+from . import validate
+from .config import MAX_LAYERS, ModelConfig
 from .zoo import ZooModel
 
 # Traits of each supported model_type. norms: RMSNorm weights per layer (each d_model);
@@ -30,73 +41,157 @@ _FAMILIES = {
     "qwen3_next": dict(tie=False, qk_norm=True, gate=True, moe="qwen", window="interval"),
 }
 
-# Defaults transformers fills in for fields a published config may leave out (from the
-# Gemma3TextConfig and Qwen3NextConfig signatures; DeepseekV3Config has no moe_layer_freq:
-# every layer after the first first_k_dense_replace is MoE).
+# The one set of defaults: what transformers (5.24, configuration_<model>.py) fills in for a
+# field a config.json leaves out. An explicit null is not "left out": transformers then takes
+# num_key_value_heads = num_attention_heads and no sliding window, and so does this reader.
+_COMMON_DEFAULTS = dict(rms_norm_eps=1e-6, rope_theta=10000.0)
 _HF_DEFAULTS = {
-    "gemma3_text": dict(vocab_size=262208, max_position_embeddings=131072,
-                        sliding_window_pattern=6, rope_theta=1_000_000.0, rms_norm_eps=1e-6),
-    "qwen3_next": dict(full_attention_interval=4),
+    "mistral": dict(num_key_value_heads=8, sliding_window=4096),
+    "qwen2": dict(num_key_value_heads=32, sliding_window=4096),
+    "qwen3": dict(num_key_value_heads=32, sliding_window=4096),
+    "gemma": dict(num_key_value_heads=16),
+    "gemma2": dict(num_key_value_heads=4, sliding_window=4096),
+    "gemma3_text": dict(vocab_size=262208, max_position_embeddings=131072, num_key_value_heads=4,
+                        sliding_window=4096, sliding_window_pattern=6, rope_theta=1_000_000.0),
     "deepseek_v2": dict(moe_layer_freq=1),
-    "deepseek_v3": dict(moe_layer_freq=1),
+    "deepseek_v3": dict(moe_layer_freq=1, num_key_value_heads=128),
+    "gpt_oss": dict(num_key_value_heads=8, sliding_window=128, rms_norm_eps=1e-5,
+                    rope_theta=150000.0),
+    "qwen2_moe": dict(num_key_value_heads=16, sliding_window=4096),
+    "qwen3_moe": dict(num_key_value_heads=4, sliding_window=4096),
+    "qwen3_next": dict(num_key_value_heads=2, full_attention_interval=4),
 }
 
 _LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding",
                 "linear_attention": "linear"}
 
+# What ToyTransformer computes exactly: RMSNorm, rotate-half RoPE without scaling, SwiGLU, no
+# biases. Other families parse for sizing, but their forward pass differs:
+RUNNABLE_MODEL_TYPES = ("llama", "mistral")
+UNSUPPORTED_WHY = {      # model_type -> what its forward pass adds that ToyTransformer lacks
+    "qwen2": "adds biases to the q/k/v projections",
+    "qwen3": "normalises queries and keys per head (q_norm, k_norm)",
+    "gemma": "scales the embeddings, uses GELU and (1 + w) RMSNorm weights",
+    "phi3": "fuses q/k/v and gate/up into single projections",
+}
+# toykv's ModelConfig field -> the config.json field it comes from (to translate errors)
+_HF_NAME = {"vocab_size": "vocab_size", "d_model": "hidden_size", "n_layers": "num_hidden_layers",
+            "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads",
+            "head_dim": "head_dim", "d_ff": "intermediate_size",
+            "max_seq_len": "max_position_embeddings", "kv_lora_rank": "kv_lora_rank",
+            "rope_head_dim": "qk_rope_head_dim", "sliding_window": "sliding_window"}
+
 
 class _Fields:
-    """A config dict with the model_type's defaults; missing required fields raise ValueError."""
+    """A config dict with the model_type's defaults; every read is validated and names the field."""
 
     def __init__(self, config: dict, model_type: str):
         self.model_type = model_type
-        self.values = {**_HF_DEFAULTS.get(model_type, {}), **config}
+        self.given = config                          # what the user wrote
+        self.values = {**_COMMON_DEFAULTS, **_HF_DEFAULTS.get(model_type, {}), **config}
+
+    def _name(self, key):
+        return f"config.json field {key!r}"
 
     def get(self, key, default=None):
+        """The raw value, or default when the field is missing or null."""
         value = self.values.get(key)
         return default if value is None else value
 
-    def int(self, key, default=None, minimum=1):
-        value = self.get(key, default)
+    def _scalar(self, key, value, rule):
+        """value, unless it is a JSON array or object where a single value belongs."""
+        if isinstance(value, (list, tuple, dict)):
+            raise ValueError(f"{self._name(key)} must be {rule}, got a JSON "
+                             f"{'object' if isinstance(value, dict) else 'array'} "
+                             f"{reprlib.repr(value)}")
+        return value
+
+    def int(self, key, default=None, minimum=1, maximum=None):
+        value = self._scalar(key, self.get(key, default), "an integer")
         if value is None:
             raise ValueError(f"config.json (model_type {self.model_type!r}) is missing the "
                              f"required field {key!r}")
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise ValueError(f"config.json field {key!r} must be an integer >= {minimum}, "
-                             f"got {value!r}")
+        return validate.count(self._name(key), value, minimum, maximum)
+
+    def optional_int(self, key, minimum=1):
+        value = self._scalar(key, self.get(key), "an integer or null")
+        return validate.optional_count(self._name(key), value, minimum)
+
+    def number(self, key):
+        return validate.number(self._name(key), self._scalar(key, self.get(key), "a number"))
+
+    def flag(self, key, default):
+        value = self._scalar(key, self.get(key, default), "true or false")
+        return validate.flag(self._name(key), value)
+
+    def mapping(self, key) -> dict:
+        """A JSON object field; missing or null gives {}."""
+        value = self.get(key, {})
+        if not isinstance(value, dict):
+            raise ValueError(f"{self._name(key)} must be a JSON object {{...}} or null, "
+                             f"got {reprlib.repr(value)} ({type(value).__name__})")
         return value
+
+    def list(self, key, kind, default=()):
+        """A JSON array field whose entries are all of type kind (bools are not ints)."""
+        value = self.get(key, default)
+        if not isinstance(value, (list, tuple)) or any(
+                isinstance(v, bool) or not isinstance(v, kind) for v in value):
+            raise ValueError(f"{self._name(key)} must be a list of {kind.__name__}, "
+                             f"got {reprlib.repr(value)}")
+        return list(value)
+
+
+def parse_config_json(text: str) -> dict:
+    """The dict in a config.json text; ValueError for invalid JSON, too deep a nesting, a non-object."""
+    if not isinstance(text, str):
+        raise ValueError(f"config.json text must be a str, got {type(text).__name__}")
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"config.json is not valid JSON: {err}") from None
+    except RecursionError:
+        raise ValueError("config.json nests arrays or objects too deeply to read "
+                         "(a config.json is one object with a few nested objects)") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"config.json must hold a JSON object {{...}}, got a {type(config).__name__}")
+    return config
 
 
 def _text_config(config):
     """The language-model part of a config (Gemma 3 nests it under 'text_config')."""
     if not isinstance(config, dict):
         raise ValueError(f"config must be a dict read from config.json, got {type(config).__name__}")
-    text = config.get("text_config")
-    if text is not None:
-        if not isinstance(text, dict):
-            raise ValueError(f"text_config must be a dict, got {type(text).__name__}")
-        model_type = text.get("model_type") or config.get("model_type")
-        if model_type == "gemma3":
-            model_type = "gemma3_text"
-        return text, model_type
-    return config, config.get("model_type")
+    if config.get("text_config") is None:
+        return config, config.get("model_type")
+    text = config["text_config"]
+    if not isinstance(text, dict):
+        raise ValueError(f"config.json field 'text_config' must be a JSON object {{...}}, "
+                         f"got {type(text).__name__}")
+    model_type = text.get("model_type") or config.get("model_type")
+    if model_type == "gemma3":
+        model_type = "gemma3_text"
+    return text, model_type
 
 
 # -- layer pattern ------------------------------------------------------------------
 def _layer_kinds(f, n_layers, window_rule):
     """Per-layer 'full' / 'sliding' / 'linear', from layer_types or the family's rule."""
-    types = f.get("layer_types")
-    if types is not None:
+    if f.get("layer_types") is not None:
+        types = f.list("layer_types", str)
         if len(types) != n_layers:
-            raise ValueError(f"layer_types has {len(types)} entries, num_hidden_layers is {n_layers}")
+            raise ValueError(f"config.json field 'layer_types' has {len(types)} entries, "
+                             f"num_hidden_layers is {n_layers}")
         unknown = sorted({t for t in types if t not in _LAYER_TYPES})
         if unknown:
-            raise ValueError(f"layer_types entries must be in {sorted(_LAYER_TYPES)}, got {unknown}")
+            raise ValueError(f"config.json field 'layer_types' entries must be in "
+                             f"{sorted(_LAYER_TYPES)}, got {unknown}")
         return tuple(_LAYER_TYPES[t] for t in types)
     if window_rule == "interval":                      # every k-th layer full, the rest linear
         k = f.int("full_attention_interval")
         return tuple("full" if (i + 1) % k == 0 else "linear" for i in range(n_layers))
-    if f.get("sliding_window") is None or window_rule is None:
+    enabled = f.flag("use_sliding_window", False) if window_rule == "qwen" else True
+    if f.get("sliding_window") is None or window_rule is None or not enabled:
         return ("full",) * n_layers
     if window_rule == "alternate":                     # sliding first: layers 0, 2, 4, ...
         return tuple("sliding" if i % 2 == 0 else "full" for i in range(n_layers))
@@ -104,8 +199,6 @@ def _layer_kinds(f, n_layers, window_rule):
         p = f.int("sliding_window_pattern")
         return tuple("full" if (i + 1) % p == 0 else "sliding" for i in range(n_layers))
     if window_rule == "qwen":                          # only with use_sliding_window
-        if not f.get("use_sliding_window", False):
-            return ("full",) * n_layers
         first = f.int("max_window_layers", minimum=0)
         return tuple("sliding" if i >= first else "full" for i in range(n_layers))
     return ("sliding",) * n_layers                     # 'all': Mistral v0.1
@@ -117,7 +210,7 @@ def _gqa_attention_params(f, traits, d, H, kv, hd):
     params = d * q_out + 2 * d * kv * hd + H * hd * d   # q, k, v, o
     if traits.get("qkv_bias"):
         params += q_out + 2 * kv * hd
-    elif f.get("attention_bias", traits.get("bias_default", False)):
+    elif f.flag("attention_bias", traits.get("bias_default", False)):
         params += q_out + 2 * kv * hd + d
     if traits.get("qk_norm"):
         params += 2 * hd
@@ -134,7 +227,7 @@ def _mla_shapes(f):
 def _mla_attention_params(f, d, H):
     s = _mla_shapes(f)
     q_head = s["nope"] + s["rope"]
-    q_lora = f.get("q_lora_rank")
+    q_lora = f.optional_int("q_lora_rank")
     if q_lora:                                          # d -> q_lora (+ norm) -> H * q_head
         q = d * q_lora + q_lora + q_lora * H * q_head
     else:
@@ -162,24 +255,37 @@ def _linear_attention(f, d):
 
 def _is_moe_layer(f, kind, i):
     if kind == "deepseek":
-        return (f.get("n_routed_experts") is not None and i >= f.int("first_k_dense_replace", minimum=0)
+        return (f.get("n_routed_experts") is not None and i >= f.int("first_k_dense_replace", 0, 0)
                 and i % f.int("moe_layer_freq") == 0)
     if kind == "qwen":
-        return (f.get("num_experts", 0) > 0 and i not in f.get("mlp_only_layers", [])
+        return (f.int("num_experts", 0, minimum=0) > 0 and i not in f.list("mlp_only_layers", int)
                 and (i + 1) % f.int("decoder_sparse_step", 1) == 0)
     return kind == "gpt_oss"
+
+
+def _experts(f, kind):
+    """(experts, experts per token) with the field names a config.json uses for them."""
+    n_key = {"gpt_oss": "num_local_experts", "deepseek": "n_routed_experts"}.get(kind, "num_experts")
+    k_key = "num_experts_per_tok"
+    if f.get(k_key) is None and f.get("experts_per_token") is not None:
+        k_key = "experts_per_token"                     # openai's own name in gpt-oss configs
+    n, k = f.int(n_key), f.int(k_key)
+    if k > n:
+        raise ValueError(f"config.json field {k_key!r} ({k}) is more than {n_key!r} ({n}): a "
+                         "token cannot be routed to more experts than the layer has")
+    return n, k
 
 
 def _moe_params(f, traits, d):
     """(total, active, description) of one MoE MLP block."""
     kind = traits["moe"]
+    n, k = _experts(f, kind)
     if kind == "gpt_oss":
-        n, k, ff = f.int("num_local_experts"), _top_k(f), f.int("intermediate_size")
+        ff = f.int("intermediate_size")
         expert = d * 2 * ff + 2 * ff + ff * d + d       # gate_up and down, with biases
         router, shared = n * d + n, 0
     else:
-        n = f.int("n_routed_experts") if kind == "deepseek" else f.int("num_experts")
-        k, ff = _top_k(f), f.int("moe_intermediate_size")
+        ff = f.int("moe_intermediate_size")
         expert = 3 * d * ff
         router = n * d
         if kind == "deepseek":
@@ -194,18 +300,12 @@ def _moe_params(f, traits, d):
     return total, active, f"{n} experts (d_ff {ff}), top-{k}, shared params {shared:,}"
 
 
-def _top_k(f):
-    if f.get("num_experts_per_tok") is not None:
-        return f.int("num_experts_per_tok")
-    return f.int("experts_per_token")                   # openai's own name in gpt-oss configs
-
-
-def _count_params(f, traits, shapes, kinds):
+def _count_params(f, traits, shapes, kinds, tied):
     """(total, active, notes, linear state values per layer) for the whole model."""
     d, H, kv, hd, vocab = shapes
     norms = traits.get("norms", 2) * d
     moe_kind = traits.get("moe")
-    total = active = vocab * d * (1 if f.get("tie_word_embeddings", traits["tie"]) else 2) + d
+    total = active = vocab * d * (1 if tied else 2) + d
     notes, moe_layers, state = [], 0, 0
     for i, kind in enumerate(kinds):
         if kind == "linear":
@@ -219,20 +319,20 @@ def _count_params(f, traits, shapes, kinds):
             moe_layers += 1
         else:
             ff = f.int("intermediate_size")
-            mlp_total = mlp_active = 3 * d * ff + (2 * ff + d if f.get("mlp_bias") else 0)
+            mlp_total = mlp_active = 3 * d * ff + (2 * ff + d if f.flag("mlp_bias", False) else 0)
         total += norms + attn + mlp_total
         active += norms + attn + mlp_active
     if moe_layers:
         notes.append(f"MoE on {moe_layers} of {len(kinds)} layers: {moe_text}. Active params "
                      f"include the whole input embedding ({vocab * d:,}); some publishers "
                      "leave it out of their active count.")
-    if f.get("num_nextn_predict_layers"):
-        notes.append(f"The {f.get('num_nextn_predict_layers')} multi-token-prediction layer(s) "
-                     "are not counted.")
+    mtp = f.int("num_nextn_predict_layers", 0, minimum=0)
+    if mtp:
+        notes.append(f"The {mtp} multi-token-prediction layer(s) are not counted.")
     return total, active, notes, state
 
 
-# -- the entry point ----------------------------------------------------------------
+# -- the entry points ---------------------------------------------------------------
 def _shapes(f, traits):
     d, H = f.int("hidden_size"), f.int("num_attention_heads")
     kv = f.int("num_key_value_heads", H)
@@ -241,33 +341,51 @@ def _shapes(f, traits):
     elif f.get("head_dim") is not None:
         hd = f.int("head_dim")
     elif d % H:
-        raise ValueError(f"hidden_size {d} is not divisible by num_attention_heads {H} "
-                         "and config.json gives no head_dim")
+        raise ValueError(f"config.json field 'hidden_size' ({d}) is not divisible by "
+                         f"'num_attention_heads' ({H}) and config.json gives no 'head_dim'")
     else:
         hd = d // H
+    if not traits.get("mla") and H % kv:
+        raise ValueError(f"config.json field 'num_attention_heads' ({H}) must be a multiple of "
+                         f"'num_key_value_heads' ({kv}): each KV head serves a whole group")
     return d, H, kv, hd, f.int("vocab_size")
+
+
+def _rope_theta(f) -> float:
+    """rope_theta from the top level (transformers 4) or rope_parameters (transformers 5)."""
+    f.mapping("rope_scaling")                          # transformers 4's name: a mapping too
+    nested = f.mapping("rope_parameters").get("rope_theta")
+    top = f.number("rope_theta")
+    if nested is None:
+        return top
+    nested = validate.number("config.json field 'rope_parameters.rope_theta'", nested)
+    if f.given.get("rope_theta") is not None and nested != top:
+        raise ValueError(f"config.json gives two rope_theta values: rope_theta {top:g} and "
+                         f"rope_parameters.rope_theta {nested:g}")
+    return nested
 
 
 def from_hf_config(config: dict, name: str = "custom") -> ZooModel:
     """Parse a config.json dict (Llama, Qwen2/3, Mistral, Gemma 1-3, DeepSeek-V2/V3, gpt-oss,
     Qwen MoE, Qwen3-Next) into a ZooModel with parameter counts computed from its shapes."""
     text, model_type = _text_config(config)
-    if model_type not in _FAMILIES:
-        raise ValueError(f"model_type {model_type!r} is not supported; expected one of "
-                         f"{sorted(_FAMILIES)}")
+    if not isinstance(model_type, str) or model_type not in _FAMILIES:
+        raise ValueError(f"config.json field 'model_type' must be one of {sorted(_FAMILIES)}, "
+                         f"got model_type {model_type!r}")
     traits = _FAMILIES[model_type]
     f = _Fields(text, model_type)
     shapes = _shapes(f, traits)
-    n_layers = f.int("num_hidden_layers")
+    n_layers = f.int("num_hidden_layers", maximum=MAX_LAYERS)       # before looping over them
     kinds = _layer_kinds(f, n_layers, traits.get("window"))
-    total, active, notes, state = _count_params(f, traits, shapes, kinds)
-    model_config = _model_config(f, traits, shapes, n_layers, kinds, state, notes)
+    tied = f.flag("tie_word_embeddings", traits["tie"])
+    total, active, notes, state = _count_params(f, traits, shapes, kinds, tied)
+    model_config = _model_config(f, traits, shapes, n_layers, kinds, tied, state, notes)
     source = (f"Hugging Face config.json (model_type {model_type!r}) read by toykv.hfconfig; "
               "parameter counts computed from its shapes")
     return ZooModel(name, model_config, total, active, (source,), " ".join(notes), verified=False)
 
 
-def _model_config(f, traits, shapes, n_layers, kinds, state, notes):
+def _model_config(f, traits, shapes, n_layers, kinds, tied, state, notes):
     d, H, kv, hd, vocab = shapes
     moe = traits.get("moe")
     d_ff = f.int("intermediate_size" if moe in (None, "gpt_oss") else "moe_intermediate_size")
@@ -279,17 +397,60 @@ def _model_config(f, traits, shapes, n_layers, kinds, state, notes):
         if s["v"] != s["nope"]:
             notes.append(f"v_head_dim {s['v']} differs from qk_nope_head_dim {s['nope']}; "
                          "the ModelConfig's head_dim is the latter.")
-    rope = f.get("rope_theta", (f.get("rope_parameters") or {}).get("rope_theta"))
-    if rope is not None:
-        extra["rope_theta"] = float(rope)
-    if f.get("rms_norm_eps") is not None:
-        extra["norm_eps"] = float(f.get("rms_norm_eps"))
     if "sliding" in kinds:
         extra["sliding_window"] = f.int("sliding_window")
-    return ModelConfig(vocab_size=vocab, d_model=d, n_layers=n_layers, n_heads=H, n_kv_heads=kv,
-                       head_dim=hd, d_ff=d_ff, max_seq_len=f.int("max_position_embeddings"),
-                       tie_embeddings=bool(f.get("tie_word_embeddings", traits["tie"])),
-                       layer_types=kinds, linear_state_values=state, **extra)
+    if set(kinds) != {"linear"} and len(set(kinds)) == 1:
+        kinds = None                       # uniform: ModelConfig derives it from sliding_window
+    try:
+        given_hd = hd if traits.get("mla") or f.get("head_dim") is not None else None
+        return ModelConfig(vocab_size=vocab, d_model=d, n_layers=n_layers, n_heads=H,
+                           n_kv_heads=kv, head_dim=given_hd, d_ff=d_ff,
+                           max_seq_len=f.int("max_position_embeddings"), tie_embeddings=tied,
+                           rope_theta=_rope_theta(f), norm_eps=f.number("rms_norm_eps"),
+                           layer_types=kinds, linear_state_values=state, **extra)
+    except ValueError as err:      # a rule of ModelConfig's: say which config.json fields
+        named = [f"{ours} is {theirs!r}" for ours, theirs in _HF_NAME.items()
+                 if re.search(rf"\b{ours}\b", str(err)) and ours != theirs]
+        hint = f" (in config.json: {', '.join(named)})" if named else ""
+        raise ValueError(f"config.json describes a model toykv cannot build: {err}{hint}") from None
 
 
-__all__ = ["from_hf_config"]
+def config_from_hf(hf: dict, max_seq_len: int | None = None) -> ModelConfig:
+    """The ModelConfig ToyTransformer runs for a config.json dict; ValueError for anything it
+    cannot run exactly. max_seq_len: a context shorter than max_position_embeddings."""
+    _check_runnable(hf)
+    config = from_hf_config(hf).config
+    if max_seq_len is not None:
+        validate.count("max_seq_len (at most config.json's max_position_embeddings)",
+                       max_seq_len, 1, config.max_seq_len)
+        config = dataclasses.replace(config, max_seq_len=max_seq_len)
+    return config
+
+
+def _check_runnable(hf):
+    """Reject architectures and options whose forward pass differs from ToyTransformer's."""
+    text, model_type = _text_config(hf)
+    if not isinstance(model_type, str) or model_type not in RUNNABLE_MODEL_TYPES:
+        why = UNSUPPORTED_WHY.get(str(model_type), "is not a Llama-style architecture toykv knows")
+        raise ValueError(f"model_type {model_type!r} is not supported: it {why}; "
+                         f"toykv loads {RUNNABLE_MODEL_TYPES}")
+    f = _Fields(text, model_type)
+    act = f.get("hidden_act", "silu")
+    if act not in ("silu", "swish"):                       # swish is silu
+        raise ValueError(f"config.json field 'hidden_act' must be 'silu' (SwiGLU), got {act!r}")
+    for key in ("attention_bias", "mlp_bias"):
+        if f.flag(key, False):
+            raise ValueError(f"config.json field {key!r} is true: toykv's projections have "
+                             "no biases")
+    for key in ("rope_scaling", "rope_parameters"):
+        rope = f.mapping(key)
+        kind = rope.get("rope_type", rope.get("type", "default"))
+        if kind != "default":
+            raise ValueError(f"config.json field {key!r} has rope_type {kind!r}: toykv "
+                             "implements only plain RoPE ('default', no scaling)")
+        if rope.get("partial_rotary_factor", 1.0) != 1.0:
+            raise ValueError(f"config.json field '{key}.partial_rotary_factor' must be 1.0 "
+                             f"(RoPE on the whole head), got {rope['partial_rotary_factor']!r}")
+
+
+__all__ = ["from_hf_config", "config_from_hf", "parse_config_json", "RUNNABLE_MODEL_TYPES"]
