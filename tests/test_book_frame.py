@@ -15,7 +15,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -42,21 +41,7 @@ def _ids(paths):
 
 def toc_files() -> list[str]:
     """Every page named in _toc.yml (root and all nested file entries), without extension."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    found = [toc["root"]]
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                found.append(node["file"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk({k: v for k, v in toc.items() if k != "root"})
-    return found
+    return TOOL.plain_copies().toc_files(ROOT)
 
 
 def code_cells(nb):

@@ -582,6 +582,29 @@ def chapters(root: Path = ROOT) -> list[Path]:
                   and not any(part.startswith((".", "_")) for part in p.relative_to(root).parts))
 
 
+def toc_files(root: Path = ROOT) -> list[str]:
+    """Every page _toc.yml names (the root and all nested file entries), in toc order,
+    without extension."""
+    import yaml
+
+    toc = yaml.safe_load((root / "_toc.yml").read_text())
+    found = [toc["root"]]
+
+    def walk(node):
+        if isinstance(node, dict):
+            if "file" in node:
+                found.append(node["file"])
+            for key, value in node.items():
+                if key != "root":
+                    walk(value)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk({k: v for k, v in toc.items() if k != "root"})
+    return found
+
+
 def readable_path(chapter: Path, root: Path = ROOT) -> Path:
     return root / COPIES_DIR / chapter.name
 
