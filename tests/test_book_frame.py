@@ -154,3 +154,14 @@ def test_readme_binder_badge_matches_config():
     wrong = [link for link in links if not link.startswith(binder)]
     assert not wrong, f"README.md Binder links {wrong} do not match _config.yml: {binder}"
     assert f"git clone {url}" in readme, f"README.md must show `git clone {url}`"
+
+
+def test_readme_binder_badge_opens_the_plain_notebooks():
+    """The badge lands readers in book/notebooks/, the chapters without MyST syntax."""
+    readme = (ROOT / "README.md").read_text()
+    paths = re.findall(r"https://mybinder\.org/v2/gh/[^\s)\"'>]*\?urlpath=lab/tree/([^\s)\"'>]+)",
+                       readme)
+    assert paths, "README.md: the Binder badge should open a folder (?urlpath=lab/tree/...)"
+    for path in paths:
+        assert path.rstrip("/") == "book/notebooks" and (ROOT / path).is_dir(), (
+            f"README.md Binder link opens {path!r}; expected book/notebooks")

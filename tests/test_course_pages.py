@@ -182,6 +182,8 @@ def mini_site(tmp_path_factory):
     book = src / "book"
     book.mkdir()
     shutil.copy(FIXTURE, book / "01_fixture.ipynb")
+    PC.write(PC.build(book / "01_fixture.ipynb", "readable", src), book / "notebooks" /
+             "01_fixture.ipynb")   # committed in a real repository
     shutil.copy(ROOT / "book" / "notation.md", book)
     shutil.copy(ROOT / "book" / "glossary.md", book)
     shutil.copy(ROOT / "book" / "bibliography.md", book)
@@ -268,3 +270,26 @@ def test_toykv_references_resolve_to_their_documented_name(mini_site):
     unexpected = [line for line in warnings.splitlines()
                   if "WARNING" in line and "no_such_function" not in line]
     assert not unexpected, unexpected
+
+
+def glossary_terms() -> set[str]:
+    """The terms book/glossary.md defines (lower case: Sphinx matches them so)."""
+    text = (ROOT / "book" / "glossary.md").read_text()
+    block = re.search(r"```\{glossary\}\n(.*?)^```", text, re.M | re.S)[1]
+    return {line.strip().lower() for line in block.split("\n")
+            if line.strip() and not line.startswith((" ", "\t", ":"))}
+
+
+def test_glossary_terms_are_found():
+    assert {"prefill", "kv head", "gqa", "ridge point", "kv share"} <= glossary_terms()
+
+
+@pytest.mark.parametrize("path", PC.chapters(ROOT), ids=lambda p: p.name)
+def test_chapter_terms_are_in_the_glossary(path):
+    """What the -W build would stop on ('term not in glossary'), found without a build."""
+    nb = nbformat.read(path, as_version=4)
+    used = {re.sub(r"^.*<(.+)>$", r"\1", content, flags=re.S).strip().lower()
+            for cell in nb.cells if cell.cell_type == "markdown"
+            for content in re.findall(r"\{term\}`([^`]+)`", cell.source)}
+    missing = sorted(used - glossary_terms())
+    assert not missing, f"{path.name}: {{term}} targets not in book/glossary.md: {missing}"

@@ -141,6 +141,12 @@ def point_buttons_at_copies(app, pagename, templatename, context, doctree) -> No
     """Binder, Colab and download buttons of a chapter open its readable copy."""
     if pagename not in _chapter_docnames(app):
         return
+    root = Path(app.srcdir)
+    copy = plain_copies.readable_path(root / f"{pagename}.ipynb", root)
+    if not copy.is_file():
+        LOGGER.warning(f"no plain copy {copy.relative_to(root)}: the Binder and Colab buttons "
+                       "would open nothing; run python .ci/execute_notebooks on the chapter",
+                       location=pagename, type="course", subtype="launch")
     for group in context.get("header_buttons", []):
         for button in group.get("buttons", []):
             if group.get("label") == "launch-buttons" and button.get("type") == "link":
@@ -291,7 +297,11 @@ class _CourseDirective(SphinxDirective):
         for docname in toc_chapters(root):
             path = root / f"{docname}.ipynb"
             self.env.note_dependency(str(path))
-            found.append((path, chapter_facts(path, root)))
+            try:
+                found.append((path, chapter_facts(path, root)))
+            except plain_copies.ConversionError as err:
+                LOGGER.warning(f"course map: {err}", location=self.get_location(),
+                               type="course", subtype="copies")
         return found
 
 
