@@ -182,10 +182,10 @@ def mini_site(tmp_path_factory):
     book = src / "book"
     book.mkdir()
     shutil.copy(FIXTURE, book / "01_fixture.ipynb")
-    PC.write(PC.build(book / "01_fixture.ipynb", "readable", src), book / "notebooks" /
-             "01_fixture.ipynb")   # committed in a real repository
     shutil.copy(ROOT / "book" / "notation.md", book)
     shutil.copy(ROOT / "book" / "glossary.md", book)
+    PC.write(PC.build(book / "01_fixture.ipynb", "readable", src), book / "notebooks" /
+             "01_fixture.ipynb")   # committed in a real repository
     shutil.copy(ROOT / "book" / "bibliography.md", book)
     (book / "instructors.md").write_text(
         "# Instructors\n\n```{course-map}\n```\n\n```{course-times}\n```\n\n"

@@ -106,7 +106,7 @@ def page_title(root: Path, docname: str) -> str:
         match = re.search(r"^#\s+(.+?)\s*$", text, re.M)
         if match:
             return match[1]
-    raise ConversionError(f"{{doc}} target {docname!r}: no page book/{docname}.md/.ipynb "
+    raise ConversionError(f"{{doc}} target {docname!r}: no page {docname}.md or .ipynb "
                           "with a '# Title' line")
 
 
