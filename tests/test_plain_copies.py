@@ -485,3 +485,18 @@ def test_nbgrader_generates_the_assignment(fixture_copies, tmp_path):
     text = "\n".join(c.source for c in fixture.cells)
     assert "answer = None  # your answer\n# your code here" in text
     assert "assert toykv.check.ch0_ex1(answer)" in text
+
+
+def test_a_words_only_solution_gets_a_markdown_cell_to_write_in():
+    F = "```"
+    nb = _tiny(f"{F}{{exercise-start}}\n:label: ch9-ex1\n{F}", "Why?",
+               f"{F}{{exercise-end}}\n{F}", f"{F}{{solution-start}} ch9-ex1\n{F}",
+               f"Because {{glue:text}}`x` is odd.\n\n{F}{{solution-end}}\n{F}")
+    student = PC.convert(nb, "book/09_x.ipynb", "student", CTX)
+    work = [c for c in student.cells if PC.META_KEY in c.metadata]
+    assert [(c.cell_type, c.source) for c in work] == [("markdown", PC.WRITE_STUB)]
+    assert "Because" not in nbformat.writes(student)
+    instructor = PC.convert(nb, "book/09_x.ipynb", "instructor", CTX)
+    marked = [c for c in instructor.cells if "nbgrader" in c.metadata]
+    assert [(c.source, c.metadata["nbgrader"]["points"]) for c in marked] == [
+        ("Because 3 is odd.", 1)]

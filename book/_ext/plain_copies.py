@@ -41,6 +41,7 @@ VARIANTS = ("readable", "student", "instructor")
 META_KEY = "toykv_course"              # our notebook and cell metadata
 STUDENT_STUB = "answer = None  # your answer\n{check}(answer)"
 WORK_STUB = "# your code here"
+WRITE_STUB = "*Write your answer here (double-click to edit).*"
 # The instructor zip is an nbgrader course folder; this is its nbgrader_config.py.
 NBGRADER_CONFIG = """\
 # nbgrader settings for the KV-cache course's instructor notebooks (source/<chapter>/).
@@ -530,17 +531,22 @@ def convert(nb, path: str, variant: str = "readable", ctx: Context | None = None
 
 
 def student_work(exercise: Exercise, cell_id: str) -> list:
-    """The place to work that replaces a solution in the student copy."""
+    """The place to work that replaces a solution in the student copy: a code cell (with
+    `answer = None` and the check call for a checked exercise), or a markdown cell to
+    write in when the solution is words only."""
+    meta = {META_KEY: {"exercise": exercise.label}}
     if exercise.check:
         text = ("#### Your answer\n\nWork in the cell below (add cells as you need), set "
                 f"`answer` and run the check: `{exercise.check}(answer)` says whether it is "
                 "right, or gives a hint, without giving the answer away.")
-        code = STUDENT_STUB.format(check=exercise.check)
-    else:
+        work = _code(STUDENT_STUB.format(check=exercise.check), f"{exercise.label}-work", **meta)
+    elif exercise.code_cells:
         text = "#### Your answer\n\nWork in the cell below (add cells as you need)."
-        code = WORK_STUB
-    return [_markdown(text, cell_id),
-            _code(code, f"{exercise.label}-work", **{META_KEY: {"exercise": exercise.label}})]
+        work = _code(WORK_STUB, f"{exercise.label}-work", **meta)
+    else:
+        text = "#### Your answer"
+        work = _markdown(WRITE_STUB, f"{exercise.label}-work", **meta)
+    return [_markdown(text, cell_id), work]
 
 
 def instructor_cells(cell, exercise: Exercise, index: int) -> list:
