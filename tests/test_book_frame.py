@@ -15,7 +15,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -42,21 +41,7 @@ def _ids(paths):
 
 def toc_files() -> list[str]:
     """Every page named in _toc.yml (root and all nested file entries), without extension."""
-    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    found = [toc["root"]]
-
-    def walk(node):
-        if isinstance(node, dict):
-            if "file" in node:
-                found.append(node["file"])
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    walk({k: v for k, v in toc.items() if k != "root"})
-    return found
+    return TOOL.plain_copies().toc_files(ROOT)
 
 
 def code_cells(nb):
@@ -169,3 +154,14 @@ def test_readme_binder_badge_matches_config():
     wrong = [link for link in links if not link.startswith(binder)]
     assert not wrong, f"README.md Binder links {wrong} do not match _config.yml: {binder}"
     assert f"git clone {url}" in readme, f"README.md must show `git clone {url}`"
+
+
+def test_readme_binder_badge_opens_the_plain_notebooks():
+    """The badge lands readers in book/notebooks/, the chapters without MyST syntax."""
+    readme = (ROOT / "README.md").read_text()
+    paths = re.findall(r"https://mybinder\.org/v2/gh/[^\s)\"'>]*\?urlpath=lab/tree/([^\s)\"'>]+)",
+                       readme)
+    assert paths, "README.md: the Binder badge should open a folder (?urlpath=lab/tree/...)"
+    for path in paths:
+        assert path.rstrip("/") == "book/notebooks" and (ROOT / path).is_dir(), (
+            f"README.md Binder link opens {path!r}; expected book/notebooks")

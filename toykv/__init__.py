@@ -5,7 +5,7 @@ The model (ToyTransformer, its KVCache, generate) and the maths around it: FLOP 
 rooflines and machine measurements (toykv.roofline). Widgets live in toykv.widgets, which
 imports ipywidgets and matplotlib; nothing else here needs more than numpy.
 """
-from . import flops, roofline, sizing, zoo
+from . import check, flops, roofline, sizing, zoo
 from .cache import KVCache
 from .config import ModelConfig, source_toy
 from .generate import Step, decode_steps, generate
@@ -24,7 +24,7 @@ from .zoo import ZooModel
 __all__ = [
     "ModelConfig", "source_toy", "ToyTransformer", "KVCache", "Step", "decode_steps", "generate",
     "load_hf", "config_from_hf", "Tokenizer", "load_gguf", "smollm2_gguf_path",
-    "flops", "roofline", "sizing", "zoo", "ZooModel", "from_hf_config",
+    "check", "flops", "roofline", "sizing", "zoo", "ZooModel", "from_hf_config",
     "kv_values_per_token", "kv_bytes_per_token", "kv_cache_bytes", "param_count", "weight_bytes",
     "kv_share", "relative_decode_speed", "max_tokens_per_second",
     "Hardware", "HARDWARE", "hardware", "measure_bandwidth", "measure_matmul_peak",

@@ -34,8 +34,16 @@ def _say(right: bool, message: str) -> Verdict:
     return Verdict(right, message)
 
 
+def _plain(value):
+    """A numpy scalar, 0-d or 1-d array as the Python number or list it holds."""
+    if hasattr(value, "tolist") and getattr(value, "ndim", 2) <= 1:
+        return value.tolist()
+    return value
+
+
 def _close(a, b, rel: float) -> bool:
     """a and b equal, or within a relative tolerance rel of b (numbers or tuples of them)."""
+    a, b = _plain(a), _plain(b)
     if isinstance(b, (tuple, list)):
         return (isinstance(a, (tuple, list)) and len(a) == len(b)
                 and all(_close(x, y, rel) for x, y in zip(a, b)))
@@ -47,7 +55,10 @@ def _close(a, b, rel: float) -> bool:
         if rel == 0:
             return a == b
         return math.isclose(a, b, rel_tol=rel, abs_tol=0.0)
-    return a == b
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):   # e.g. a 2-d array against a number: not equal
+        return False
 
 
 def answer_check(answer, expected, hints=(), rel: float = 0.0, right: str = "",
