@@ -6,5 +6,7 @@ yet" when answer is still None. It never prints the expected answer, and it retu
 Verdict that is true when the answer is right, so a solution can `assert` it.
 """
 from ._core import NOT_ANSWERED, Verdict, answer_check
+from .ch1 import ch1_ex1, ch1_ex2, ch1_ex4
 
-__all__ = ["Verdict", "answer_check", "NOT_ANSWERED"]
+__all__ = ["Verdict", "answer_check", "NOT_ANSWERED",
+           "ch1_ex1", "ch1_ex2", "ch1_ex4"]
