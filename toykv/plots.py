@@ -70,6 +70,62 @@ def attention_heatmaps(weights, allowed, title: str):
     fig.suptitle(title)
     return fig
 
+
+# -- chapter 2 --
+CACHE_LABELS = {False: "no cache", True: "cache"}
+
+
+def flops_per_step(context, per_step: dict, title: str):
+    """FLOPs of each decode step against the context, linear and log scale side by side.
+    per_step: {use_cache (bool): FLOPs of each step, same length as context}."""
+    fig, axes = figure(ncols=2, width=5.2, height=4.0)
+    for ax, scale in zip(axes, ("linear", "log")):
+        for index, use_cache in enumerate((False, True)):
+            style = series_style(index)
+            style.pop("marker")
+            ax.plot(context, np.asarray(per_step[use_cache]) / 1e6, **style,
+                    label=("cache: one new token" if use_cache else "no cache: whole sequence"))
+        ax.set_yscale(scale)
+        label_axes(ax, f"{scale} scale", "tokens in the sequence at this step",
+                   f"matmul FLOPs per step (millions, {scale} scale)")
+    fig.suptitle(title)
+    return fig
+
+
+def generation_times(lengths, cumulative: dict, per_step: dict, windows: dict, theirs: dict,
+                     title: str):
+    """Left: total time against the length reached; right: time per step (dots), its median per
+    window (line) and another machine's medians (open symbols, theirs).
+    cumulative, per_step: {use_cache: (x, seconds)}; windows: {use_cache: (centres, medians)};
+    theirs: {use_cache: (centres, seconds)}."""
+    fig, (left, right) = figure(ncols=2, width=5.6, height=4.4)
+    for index, use_cache in enumerate((False, True)):
+        style, name = series_style(index), CACHE_LABELS[use_cache]
+        x, total = cumulative[use_cache]
+        left.plot(x, total, color=style["color"], linestyle=style["linestyle"],
+                  label=f"{name} (this machine)")
+        left.plot(lengths, [total[list(x).index(n)] for n in lengths], color=style["color"],
+                  marker=style["marker"], linestyle="none")
+        x, seconds = per_step[use_cache]
+        right.plot(x, np.asarray(seconds) * 1e3, color=style["color"], marker=".",
+                   linestyle="none", alpha=0.25, markersize=3)
+        centres, medians = windows[use_cache]
+        right.plot(centres, np.asarray(medians) * 1e3, **style,
+                   label=f"{name} (this machine, window median)")
+        centres, seconds = theirs[use_cache]
+        right.plot(centres, np.asarray(seconds) * 1e3, color=style["color"],
+                   marker=style["marker"], markerfacecolor="none", markersize=10,
+                   linestyle="none", label=f"{name} (the source's laptop)")
+    right.set_yscale("log")
+    label_axes(left, "Total time: quadratic vs linear", "sequence length reached (tokens)",
+               "total generation time (s)")
+    label_axes(right, "Time per step: rising vs flat", "tokens in the sequence at this step",
+               "time per step (ms, log scale)")
+    right.legend(fontsize=8)
+    fig.suptitle(title)
+    return fig
+
+
 __all__ = ["BLUE", "ORANGE", "GREEN", "VERMILLION", "SKY", "PURPLE", "YELLOW", "BLACK", "GREY",
            "COLORS", "LINESTYLES", "MARKERS", "series_style", "label_axes", "figure",
-           "attention_heatmaps"]
+           "attention_heatmaps", "flops_per_step", "generation_times"]
