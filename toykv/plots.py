@@ -126,6 +126,48 @@ def generation_times(lengths, cumulative: dict, per_step: dict, windows: dict, t
     return fig
 
 
+
+# -- chapter 3 --
+def kv_change_map(changes: dict, row_labels, title: str):
+    """One panel per case: the largest |change| of the cached K and V [rows, positions] on a
+    log colour scale; cells that did not change at all are white and marked 0."""
+    fig, grid = plt.subplots(len(changes), 1, figsize=(8, 2.6 * len(changes)),
+                             constrained_layout=True, squeeze=False)
+    axes = list(grid[:, 0])
+    nonzero = np.concatenate([c[c > 0] for c in changes.values()])
+    low, high = np.floor(np.log10(nonzero.min())), np.log10(nonzero.max())
+    for ax, (case, change) in zip(axes, changes.items()):
+        shown = np.ma.log10(np.ma.masked_equal(change, 0.0))
+        image = ax.imshow(shown, cmap="viridis", vmin=low, vmax=high, aspect="auto")
+        for r, c in zip(*np.nonzero(change == 0)):
+            ax.text(c, r, "0", ha="center", va="center", fontsize=9, color="#444444")
+        ax.set_xticks(range(change.shape[1]))
+        ax.set_yticks(range(len(row_labels)), row_labels)
+        label_axes(ax, case, "position in the sequence", "layer, K or V", legend=False,
+                   grid=False)
+    fig.colorbar(image, ax=axes, label="log10 of the largest |change|")
+    fig.suptitle(title)
+    return fig
+
+
+def logit_gaps(gaps: dict, spacing: float, title: str):
+    """Largest |cached - recomputed logit| at every step, one series per backend, on a
+    symmetric-log axis (linear below 1e-8) so that exact zeros can be drawn at 0.
+    gaps: {label: [gap per step]}; spacing: a float32 spacing to draw for scale."""
+    fig, (ax,) = figure(width=8, height=3.8)
+    for index, (label, gap) in enumerate(gaps.items()):
+        ax.plot(np.arange(len(gap)), gap, **series_style(index), label=label)
+    ax.axhline(spacing, color=BLACK, linestyle=":", linewidth=1,
+               label="float32 spacing at the largest |logit|")
+    ax.set_yscale("symlog", linthresh=1e-8)
+    ax.set_ylim(-3e-9, 1e-4)
+    label_axes(ax, title, "generation step (0 = prefill)",
+               "max |cached - recomputed logit|")
+    ax.legend(loc="upper left", fontsize=8)
+    return fig
+
+
 __all__ = ["BLUE", "ORANGE", "GREEN", "VERMILLION", "SKY", "PURPLE", "YELLOW", "BLACK", "GREY",
            "COLORS", "LINESTYLES", "MARKERS", "series_style", "label_axes", "figure",
-           "attention_heatmaps", "flops_per_step", "generation_times"]
+           "attention_heatmaps", "flops_per_step", "generation_times", "kv_change_map",
+           "logit_gaps"]
