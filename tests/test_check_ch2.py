@@ -11,6 +11,8 @@ import pytest
 from toykv import check
 from toykv.check._core import NOT_ANSWERED
 
+from check_helpers import assert_hint, assert_right, said
+
 # The source toy: L = 2, D = 128, F = 512, |V| = 512, MHA with 8 heads of 16, SwiGLU.
 L, D, F, V = 2, 128, 512, 512
 
@@ -38,24 +40,6 @@ EX3 = 2 * LLAMA8_PRODUCTS + 4 * 32 * 8192 * 32 * 128
 EX4 = tuple(1 - toy_full(512, n) / toy_full(512) for n in (2, 1))
 
 
-def said(capsys):
-    return capsys.readouterr().out
-
-
-def right(fn, answer, capsys):
-    verdict = fn(answer)
-    out = said(capsys)
-    assert verdict and out.startswith("Right."), out
-
-
-def gets_hint(fn, answer, hint, capsys, expected=None):
-    verdict = fn(answer)
-    out = said(capsys)
-    assert not verdict and out.startswith("Not right yet") and hint in out, out
-    if expected is not None:
-        assert f"{expected}" not in out and f"{expected:,}" not in out
-
-
 @pytest.mark.parametrize("fn", [check.ch2_ex1, check.ch2_ex2, check.ch2_ex3, check.ch2_ex4,
                                 check.ch2_ex5])
 def test_none_is_not_answered(fn, capsys):
@@ -64,35 +48,35 @@ def test_none_is_not_answered(fn, capsys):
 
 
 def test_ex1(capsys):
-    right(check.ch2_ex1, 199, capsys)                  # (n + 1) / 2 >= 100
-    gets_hint(check.ch2_ex1, 200, "off by one", capsys, expected=199)
-    gets_hint(check.ch2_ex1, 198, "off by one", capsys, expected=199)
-    gets_hint(check.ch2_ex1, 100, "(n + 1) / 2", capsys, expected=199)
+    assert_right(check.ch2_ex1, 199, capsys)                  # (n + 1) / 2 >= 100
+    assert_hint(check.ch2_ex1, 200, "off by one", capsys, expected=199)
+    assert_hint(check.ch2_ex1, 198, "off by one", capsys, expected=199)
+    assert_hint(check.ch2_ex1, 100, "(n + 1) / 2", capsys, expected=199)
 
 
 def test_ex2(capsys):
     assert EX2 == (1218, 65)               # the hand formula's search, as the chapter says
-    right(check.ch2_ex2, EX2, capsys)
-    gets_hint(check.ch2_ex2, (EX2[0] - 33, EX2[1]), "not the number of tokens added", capsys)
-    gets_hint(check.ch2_ex2, (EX2[0], 66), "S^2 attention term", capsys)
-    gets_hint(check.ch2_ex2, (1, 2), "Give a pair", capsys)
+    assert_right(check.ch2_ex2, EX2, capsys)
+    assert_hint(check.ch2_ex2, (EX2[0] - 33, EX2[1]), "not the number of tokens added", capsys)
+    assert_hint(check.ch2_ex2, (EX2[0], 66), "S^2 attention term", capsys)
+    assert_hint(check.ch2_ex2, (1, 2), "Give a pair", capsys)
 
 
 def test_ex3(capsys):
-    right(check.ch2_ex3, EX3, capsys)
-    right(check.ch2_ex3, 2 * (8.03e9 - 0.53e9) + 4 * 32 * 8192 * 32 * 128, capsys)  # by hand
-    gets_hint(check.ch2_ex3, EX3 / 1e9, "not GFLOP", capsys)
-    gets_hint(check.ch2_ex3, 2 * LLAMA8_PRODUCTS, "add attention", capsys)
-    gets_hint(check.ch2_ex3, 2 * LLAMA8_PRODUCTS + 4 * 32 * 8192 * 8 * 128, "query heads",
+    assert_right(check.ch2_ex3, EX3, capsys)
+    assert_right(check.ch2_ex3, 2 * (8.03e9 - 0.53e9) + 4 * 32 * 8192 * 32 * 128, capsys)  # by hand
+    assert_hint(check.ch2_ex3, EX3 / 1e9, "not GFLOP", capsys)
+    assert_hint(check.ch2_ex3, 2 * LLAMA8_PRODUCTS, "add attention", capsys)
+    assert_hint(check.ch2_ex3, 2 * LLAMA8_PRODUCTS + 4 * 32 * 8192 * 8 * 128, "query heads",
               capsys)
-    gets_hint(check.ch2_ex3, LLAMA8_PRODUCTS + 2 * 32 * 8192 * 32 * 128, "2 FLOPs", capsys)
-    gets_hint(check.ch2_ex3, 2 * 8.03e9 + 4 * 32 * 8192 * 32 * 128, "lookup", capsys)
+    assert_hint(check.ch2_ex3, LLAMA8_PRODUCTS + 2 * 32 * 8192 * 32 * 128, "2 FLOPs", capsys)
+    assert_hint(check.ch2_ex3, 2 * 8.03e9 + 4 * 32 * 8192 * 32 * 128, "lookup", capsys)
 
 
 def test_ex4(capsys):
-    right(check.ch2_ex4, EX4, capsys)
-    gets_hint(check.ch2_ex4, (0.75, 0.875), "fraction of KV heads", capsys)
-    gets_hint(check.ch2_ex4, tuple(100 * x for x in EX4), "percentages", capsys)
+    assert_right(check.ch2_ex4, EX4, capsys)
+    assert_hint(check.ch2_ex4, (0.75, 0.875), "fraction of KV heads", capsys)
+    assert_hint(check.ch2_ex4, tuple(100 * x for x in EX4), "percentages", capsys)
 
 
 def test_ex5(capsys):
@@ -102,7 +86,7 @@ def test_ex5(capsys):
 
     expected = tuple(total(16384, c) / total(8192, c) for c in (False, True))
     assert 7 < expected[0] < 8 and 3 < expected[1] < 4
-    right(check.ch2_ex5, expected, capsys)
-    gets_hint(check.ch2_ex5, (8, 4), "limits", capsys)
-    gets_hint(check.ch2_ex5, (4, 2), "without the attention terms", capsys)
-    gets_hint(check.ch2_ex5, expected[::-1], "(without a cache, with a cache)", capsys)
+    assert_right(check.ch2_ex5, expected, capsys)
+    assert_hint(check.ch2_ex5, (8, 4), "limits", capsys)
+    assert_hint(check.ch2_ex5, (4, 2), "without the attention terms", capsys)
+    assert_hint(check.ch2_ex5, expected[::-1], "(without a cache, with a cache)", capsys)

@@ -167,7 +167,37 @@ def logit_gaps(gaps: dict, spacing: float, title: str):
     return fig
 
 
+
+# -- chapter 4 --
+def kv_against_context(curves: dict, limit: tuple, title: str):
+    """Bytes of KV cache against context on log-log axes, one line per model, each stopping at
+    its own maximum context. curves: {label: (contexts, bytes)}; limit: (bytes, label) drawn as
+    a horizontal line (e.g. one GPU's memory). The y axis is in GB (10^9 bytes)."""
+    fig, (ax,) = figure(width=8, height=5)
+    for index, (label, (contexts, n_bytes)) in enumerate(curves.items()):
+        style = series_style(index)
+        ax.loglog(contexts, np.asarray(n_bytes) / 1e9, **style, markevery=6, label=label)
+        ax.plot(contexts[-1], n_bytes[-1] / 1e9, marker="|", markersize=14,
+                color=style["color"])                   # the end: its max context
+    ax.axhline(limit[0] / 1e9, color=GREY, linestyle=(0, (1, 3)), linewidth=2)
+    ax.text(ax.get_xlim()[0] * 1.3, limit[0] / 1e9 * 1.2, limit[1], color="#555555")
+    label_axes(ax, title, "context per sequence (tokens)",
+               "KV cache of one sequence (GB, 10$^9$ bytes)")
+    ax.grid(False, which="minor")
+    ax.legend(loc="lower right", fontsize=8)
+    return fig
+
+
+def html_table(header, rows, notes: str = "", font_size: str = "0.8em") -> str:
+    """A small HTML table (strings are shown as given: escape them first) with notes below."""
+    head = "".join(f"<th>{h}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>"
+                   for row in rows)
+    return (f"<div style='font-size:{font_size}'><table><thead><tr>{head}</tr></thead>"
+            f"<tbody>{body}</tbody></table>{notes}</div>")
+
+
 __all__ = ["BLUE", "ORANGE", "GREEN", "VERMILLION", "SKY", "PURPLE", "YELLOW", "BLACK", "GREY",
            "COLORS", "LINESTYLES", "MARKERS", "series_style", "label_axes", "figure",
            "attention_heatmaps", "flops_per_step", "generation_times", "kv_change_map",
-           "logit_gaps"]
+           "logit_gaps", "kv_against_context", "html_table"]
