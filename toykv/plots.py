@@ -48,8 +48,7 @@ def attention_heatmaps(weights, allowed, title: str):
     """One heatmap per head of attention weights [H, S, S], two per row; cells where allowed
     [S, S] is False (the masked future) are hatched instead of coloured."""
     n_heads, S = weights.shape[0], weights.shape[-1]
-    cmap = plt.get_cmap("cividis").copy()
-    cmap.set_bad(alpha=0)                              # masked cells show the hatching
+    cmap = plt.get_cmap("cividis").with_extremes(bad=(0, 0, 0, 0))   # masked: hatching
     nrows = (n_heads + 1) // 2
     fig, grid = plt.subplots(nrows, 2, figsize=(7.2, 3.2 * nrows), constrained_layout=True,
                              squeeze=False)
