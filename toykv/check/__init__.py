@@ -6,5 +6,13 @@ yet" when answer is still None. It never prints the expected answer, and it retu
 Verdict that is true when the answer is right, so a solution can `assert` it.
 """
 from ._core import NOT_ANSWERED, Verdict, answer_check
+from .ch1 import ch1_ex1, ch1_ex2, ch1_ex4
+from .ch2 import ch2_ex1, ch2_ex2, ch2_ex3, ch2_ex4, ch2_ex5
+from .ch3 import ch3_ex2, ch3_ex3
+from .ch4 import ch4_ex1, ch4_ex2, ch4_ex3, ch4_ex4, ch4_ex5
 
-__all__ = ["Verdict", "answer_check", "NOT_ANSWERED"]
+__all__ = ["Verdict", "answer_check", "NOT_ANSWERED",
+           "ch1_ex1", "ch1_ex2", "ch1_ex4",
+           "ch2_ex1", "ch2_ex2", "ch2_ex3", "ch2_ex4", "ch2_ex5",
+           "ch3_ex2", "ch3_ex3",
+           "ch4_ex1", "ch4_ex2", "ch4_ex3", "ch4_ex4", "ch4_ex5"]

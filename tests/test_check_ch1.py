@@ -1,0 +1,152 @@
+"""The self-checks of chapter 1: the official answers pass, typical mistakes get their hint,
+None says "not answered yet", and the expected answer is never printed.
+
+The official answers are written here independently of toykv (a per-head numpy reference),
+so a check that computed the wrong expected value would fail these tests.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toykv import check
+from toykv.check import ch1
+from toykv.check._core import NOT_ANSWERED
+from toykv.model import apply_rope
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _heads(a, n, hd):                       # [T, n*hd] -> [n, T, hd]
+    return a.reshape(len(a), n, hd).transpose(1, 0, 2)
+
+
+def make_step(rope_at_zero=False, append=True, past=True):
+    """An attention_step as a student writes it, optionally with one mistake."""
+    model = ch1.chapter_model()
+    layer, c = model.layers[0], model.config
+    H, hd = c.n_heads, c.head_dim
+
+    def attention_step(h_new, position, cache):
+        at = [0 if rope_at_zero else position]
+        q = apply_rope(_heads(h_new @ layer["wq"], H, hd), model.cos[at], model.sin[at])
+        k = apply_rope(_heads(h_new @ layer["wk"], H, hd), model.cos[at], model.sin[at])
+        v = _heads(h_new @ layer["wv"], H, hd)
+        keys = np.concatenate([cache["k"], k], axis=1)
+        values = np.concatenate([cache["v"], v], axis=1)
+        if append:
+            cache["k"], cache["v"] = keys, values
+        if not past:
+            keys, values = k, v
+        scores = (q.astype(np.float64) @ keys.transpose(0, 2, 1)) / np.sqrt(hd)
+        w = np.exp(scores - scores.max(-1, keepdims=True))
+        w /= w.sum(-1, keepdims=True)
+        return (w @ values).transpose(1, 0, 2).reshape(1, H * hd) @ layer["wo"]
+
+    return attention_step
+
+
+def reference_gqa(tile=False):
+    """Layer-0 GQA output for the chapter's prompt, by a float64 loop over heads."""
+    model = ch1.chapter_model(n_kv_heads=2)
+    layer, c = model.layers[0], model.config
+    H, Hkv, hd = c.n_heads, c.n_kv_heads, c.head_dim
+    h = ch1.attention_input(model, ch1.chapter_tokens()).astype(np.float64)
+    S = len(h)
+    cos, sin = model.cos[:S], model.sin[:S]
+    q = apply_rope(_heads(h @ layer["wq"], H, hd), cos, sin)
+    k = apply_rope(_heads(h @ layer["wk"], Hkv, hd), cos, sin)
+    v = _heads(h @ layer["wv"], Hkv, hd)
+    out = np.zeros((H, S, hd))
+    for head in range(H):
+        kv = head % Hkv if tile else head // (H // Hkv)
+        for i in range(S):
+            s = q[head, i] @ k[kv, :i + 1].T / np.sqrt(hd)
+            w = np.exp(s - s.max())
+            out[head, i] = (w / w.sum()) @ v[kv, :i + 1]
+    return out.transpose(1, 0, 2).reshape(S, H * hd) @ layer["wo"]
+
+
+def said(capsys):
+    return capsys.readouterr().out
+
+
+def test_chapter_model_matches_the_notebook():
+    """The checks rebuild the chapter's model: the notebook must build the same one."""
+    nb = json.loads((ROOT / "book" / "01_attention.ipynb").read_text())
+    code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    code = "".join(code.split())                  # whitespace-free: line breaks do not matter
+    for line in ("toykv.ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64)",
+                 "toykv.ToyTransformer(config, seed=0)", "rng = np.random.default_rng(0)",
+                 "rng.integers(0, config.vocab_size, size=10)"):
+        assert "".join(line.split()) in code, line
+
+
+@pytest.mark.parametrize("fn", [check.ch1_ex1, check.ch1_ex2, check.ch1_ex4])
+def test_none_is_not_answered(fn, capsys):
+    assert not fn(None)
+    assert NOT_ANSWERED in said(capsys)
+
+
+def test_ex1_official_answer_passes(capsys):
+    assert check.ch1_ex1(make_step())
+    assert said(capsys).startswith("Right.")
+
+
+@pytest.mark.parametrize("mistake, hint", [
+    (dict(rope_at_zero=True), "real position"),
+    (dict(past=False), "every cached key"),
+    (dict(append=False), "every cached key"),        # never appended: sees itself only
+])
+def test_ex1_typical_mistakes_get_their_hint(mistake, hint, capsys):
+    assert not check.ch1_ex1(make_step(**mistake))
+    out = said(capsys)
+    assert out.startswith("Not right yet") and hint in out
+
+
+def test_ex1_right_outputs_but_cache_elsewhere_gets_its_hint(capsys):
+    step, own = make_step(), {}
+
+    def attention_step(h_new, position, cache):     # keeps the keys in its own dict
+        own.setdefault("k", cache["k"].copy()), own.setdefault("v", cache["v"].copy())
+        return step(h_new, position, own)
+
+    assert not check.ch1_ex1(attention_step)
+    assert "does not hold one key per position" in said(capsys)
+
+
+def test_ex1_broken_code_gets_a_message_not_a_traceback(capsys):
+    def broken(h_new, position, cache):
+        return h_new @ np.zeros((3, 3))
+
+    assert not check.ch1_ex1(broken)
+    assert "raised ValueError" in said(capsys)
+    assert not check.ch1_ex1(42)
+    assert "attention_step function" in said(capsys)
+
+
+def test_ex2_answers(capsys):
+    S = len(ch1.chapter_tokens())
+    assert check.ch1_ex2(list(range(S - 1)))
+    assert check.ch1_ex2(np.arange(S - 1))                 # any sequence of ints
+    for wrong, hint in [([S - 1], "other way round"), (list(range(S)), "already see"),
+                        (list(range(1, S)), "count from 0"), ([0, 1], "Not right yet")]:
+        said(capsys)
+        assert not check.ch1_ex2(wrong)
+        out = said(capsys)
+        assert hint in out
+        assert str(list(range(S - 1))) not in out           # never the answer
+
+
+def test_ex4_answers(capsys):
+    assert check.ch1_ex4(reference_gqa())
+    assert said(capsys).startswith("Right.")
+    assert not check.ch1_ex4(reference_gqa(tile=True))
+    assert "np.repeat" in said(capsys)
+    assert not check.ch1_ex4(np.zeros((3, 3)))
+    assert "shape" in said(capsys)
+    assert not check.ch1_ex4(reference_gqa() + 0.1)
+    assert said(capsys).startswith("Not right yet.")

@@ -1,0 +1,75 @@
+"""The plot helpers of chapters 1-4 (toykv.plots): each returns a figure whose axes have a
+title and labelled axes, and draws one line per series it was given."""
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from toykv import plots  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+def labelled(ax):
+    return ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+
+
+def test_attention_heatmaps_one_panel_per_head():
+    S = 5
+    allowed = np.tril(np.ones((S, S), dtype=bool))
+    fig = plots.attention_heatmaps(np.full((3, S, S), 0.2) * allowed, allowed, "weights")
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.images]
+    assert len(panels) == 3 and all(ax.get_title() and ax.get_xlabel() for ax in panels)
+
+
+def test_flops_per_step_two_scales_two_series():
+    x = np.arange(10)
+    fig = plots.flops_per_step(x, {False: x * 2.0e6, True: x + 1.0e6}, "t")
+    assert [ax.get_yscale() for ax in fig.axes] == ["linear", "log"]
+    assert all(labelled(ax) and len(ax.lines) == 2 for ax in fig.axes)
+
+
+def test_generation_times_both_panels_labelled():
+    x = np.arange(33, 129)
+    fig = plots.generation_times(
+        [64, 128], cumulative={c: (x, np.cumsum(np.ones(len(x)))) for c in (False, True)},
+        per_step={c: (x, np.ones(len(x)) * 1e-3) for c in (False, True)},
+        windows={c: ([48, 112], [1e-3, 2e-3]) for c in (False, True)},
+        theirs={c: ([48, 112], [1e-3, 3e-3]) for c in (False, True)}, title="t")
+    assert len(fig.axes) == 2 and all(labelled(ax) for ax in fig.axes)
+
+
+def test_kv_change_map_marks_unchanged_cells():
+    change = np.array([[0.0, 1.0], [0.5, 0.0]])
+    fig = plots.kv_change_map({"case": change}, ["a", "b"], "t")
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert texts.count("0") == 2
+
+
+def test_logit_gaps_one_line_per_backend_plus_spacing():
+    fig = plots.logit_gaps({"a": [0, 1e-6], "b": [0, 0]}, 4.8e-7, "t")
+    ax = fig.axes[0]
+    assert labelled(ax) and len(ax.lines) == 3 and ax.get_yscale() == "symlog"
+
+
+def test_kv_against_context_lines_stop_at_their_last_context():
+    curves = {"a": (np.array([100, 1000]), [1e6, 1e7]), "b": (np.array([100, 10_000]),
+                                                               [1e5, 1e7])}
+    fig = plots.kv_against_context(curves, (8e10, "GPU"), "t")
+    ax = fig.axes[0]
+    ends = [line.get_xdata()[-1] for line in ax.lines if line.get_label() in curves]
+    assert labelled(ax) and ends == [1000, 10_000]
+
+
+def test_html_table_has_every_cell():
+    html = plots.html_table(["a", "b"], [[1, 2], [3, 4]], "<p>n</p>")
+    assert html.count("<td>") == 4 and "<th>b</th>" in html and "<p>n</p>" in html

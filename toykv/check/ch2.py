@@ -1,0 +1,129 @@
+"""Self-checks for chapter 2, The cost of recomputing (book/02_cost_of_recomputing.ipynb).
+
+Expected values come from toykv.flops and toykv.zoo; the hints recognise the usual slips
+(off by one, the 2 FLOPs per multiply-add, KV heads where query heads belong, units).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .. import flops, zoo
+from ..config import ModelConfig, source_toy
+from ..generate import decode_steps
+from ..model import ToyTransformer
+from ._core import answer_check
+
+PROMPT_LEN = 32          # the chapter's prompt
+
+
+@functools.lru_cache(maxsize=None)
+def _tokens_fed(n_steps: int, use_cache: bool) -> np.ndarray:
+    """Tokens each of n_steps greedy steps feeds from a one-token prompt, counted by running
+    toykv.decode_steps on a tiny model (the count does not depend on the model's size)."""
+    config = ModelConfig(vocab_size=8, d_model=8, n_layers=1, n_heads=2, d_ff=8,
+                         max_seq_len=n_steps + 1)
+    steps = decode_steps(ToyTransformer(config, seed=0), [0], n_steps, use_cache=use_cache)
+    return np.array([step.tokens_in for step in steps])
+
+
+def ch2_ex1(answer):
+    """answer: the smallest n at which n steps without a cache process >= 100x the tokens."""
+    uncached, cached = (np.cumsum(_tokens_fed(300, c)) for c in (False, True))
+    expected = int(np.argmax(uncached >= 100 * cached)) + 1      # steps are counted from 1
+    return answer_check(answer, expected, hints=[
+        (expected + 1, "off by one: try the number just below yours; (n + 1) / 2 >= 100."),
+        (expected - 1, "off by one: at that n the ratio (n + 1) / 2 is still below 100."),
+        (100, "the ratio is (n + 1) / 2, not n: solve (n + 1) / 2 >= 100."),
+        (200, "the ratio is (n + 1) / 2: n = 200 works, but is it the smallest?"),
+    ])
+
+
+def _doubles_at(cost, start: int) -> int:
+    config = source_toy()
+    return next(s for s in range(start, 100_000) if cost(config, s) >= 2 * cost(config, start))
+
+
+def ch2_ex2(answer):
+    """answer: (context at which a cached step costs twice the step at context 33,
+    context at which an uncached step does)."""
+    start = PROMPT_LEN + 1
+    cached = _doubles_at(flops.cached_step_flops, start)
+    uncached = _doubles_at(flops.full_pass_flops, start)
+    return answer_check(answer, (cached, uncached), hints=[
+        ((cached - start, uncached), "give the context at which the cost has doubled, not the "
+                                     "number of tokens added to 33."),
+        ((cached, 2 * start), "the uncached pass has an S^2 attention term, so it doubles a "
+                              "little before the sequence doubles: search for it."),
+        ((cached - start, uncached - start), "give contexts (tokens in the sequence), not the "
+                                             "number of tokens added to 33."),
+    ], wrong="Give a pair (cached, uncached) of contexts.")
+
+
+def _llama8():
+    return zoo.get("llama-3.1-8b")
+
+
+EX3_CONTEXT = 8192
+
+
+def ch2_ex3(answer):
+    """answer: matmul FLOPs of one cached decode step of Llama 3.1 8B at context 8,192."""
+    model = _llama8()
+    c = model.config
+    expected = flops.cached_step_flops(c, EX3_CONTEXT)
+    weights = model.total_params - c.vocab_size * c.d_model     # the embedding is a lookup
+    attention = 4 * c.n_layers * EX3_CONTEXT * c.n_heads * c.head_dim
+    attention_kv = 4 * c.n_layers * EX3_CONTEXT * c.n_kv_heads * c.head_dim
+    return answer_check(answer, expected, rel=0.03, hints=[
+        (expected / 1e9, "give FLOPs, not GFLOP (multiply by 10^9)."),
+        (2 * weights, "that is the weights' part only: add attention, 4 L S H d_h (the new "
+                      "query scores 8,192 keys and averages 8,192 values, in every head)."),
+        (2 * weights + attention_kv, "every query head scores the keys: attention costs "
+                                     "4 L S H d_h with the H query heads, not the H_kv KV heads."),
+        (weights + attention / 2, "count 2 FLOPs per multiply-add."),
+        (2 * model.total_params + attention, "the input embedding is a table lookup, not a "
+                                             "matrix product: leave its 0.53B weights out."),
+    ])
+
+
+def ch2_ex4(answer):
+    """answer: (fraction of a 512-token full pass's FLOPs saved by n_kv_heads=2 against MHA,
+    the same for n_kv_heads=1)."""
+    mha = flops.full_pass_flops(source_toy(), 512)
+    saved = tuple(1 - flops.full_pass_flops(source_toy(n_kv_heads=n), 512) / mha
+                  for n in (2, 1))
+    heads_removed = (1 - 2 / 8, 1 - 1 / 8)
+    return answer_check(answer, saved, rel=0.02, hints=[
+        (heads_removed, "that is the fraction of KV heads removed; the question asks for the "
+                        "fraction of FLOPs saved."),
+        (tuple(100 * x for x in saved), "give fractions (0.05), not percentages (5)."),
+    ])
+
+
+@functools.lru_cache(maxsize=None)
+def _long_run_growth() -> tuple[float, float]:
+    """Growth of a run's total FLOPs from 8,192 to 16,384 tokens: (no cache, cache)."""
+    config = source_toy(max_seq_len=16_384)
+
+    def total(n, use_cache):
+        return sum(flops.generation_flops(config, PROMPT_LEN, n - PROMPT_LEN, use_cache))
+
+    return tuple(total(16_384, c) / total(8192, c) for c in (False, True))
+
+
+def ch2_ex5(answer):
+    """answer: (growth of the total FLOPs from a run to 8,192 tokens to one to 16,384 without a
+    cache, the same with a cache), 32-token prompt."""
+    expected = _long_run_growth()
+    return answer_check(answer, expected, rel=0.01, hints=[
+        ((8, 4), "8 and 4 are the limits the ratios approach; compute the actual ratios for this "
+                 "doubling."),
+        ((4, 2), "those are the growths without the attention terms; the S^2 and S terms of "
+                 "attention add to them."),
+        ((expected[1], expected[0]), "the pair is (without a cache, with a cache)."),
+    ])
+
+
+__all__ = ["ch2_ex1", "ch2_ex2", "ch2_ex3", "ch2_ex4", "ch2_ex5"]
