@@ -50,23 +50,24 @@ def calc():
     from toykv.widgets import SizeCalculator
 
     return SizeCalculator(model="llama-3.1-8b", bytes_per_value=2, context=8192, batch=16,
-                          gpu_gb=80)
+                          gpu_memory_gib=80)
 
 
 def test_ch4_calculator_reproduces_the_interactive_page(calc):
     """The source page's figures for Llama 3 8B: 65,536 values and 128 KiB per token,
-    17.18 GB for 16 x 8,192 tokens, 0.21 GPUs of 80 GB."""
+    17.18 GB for 16 x 8,192 tokens; 0.21 GPUs of 80 x 10^9 bytes there, 0.20 of 80 GiB here."""
     v = calc.values
     assert v["values_per_token"] == 2 * 32 * 8 * 128
     assert v["bytes_per_token"] == 128 * KiB
     assert round(v["batch_bytes"] / GB, 2) == 17.18 and v["batch_bytes"] == 16 * GiB
-    assert round(v["gpus_of_kv"], 2) == 0.21
+    assert round(v["batch_bytes"] / (80 * GB), 2) == 0.21           # the page's reading
+    assert v["gpus_of_kv"] == pytest.approx(16 * GiB / (80 * GiB))  # 0.20 of 80 GiB
 
 
 def test_ch4_calculator_counts_80_gb_as_the_chapter_says(calc):
-    """Chapter 4 explains the decimal reading (80 x 10^9 bytes, a margin below the card's
-    80 GiB): if the calculator changes its reading, change that paragraph too."""
-    assert calc.values["gpu_bytes"] == 80 * GB
+    """Chapter 4 says a card sold as "80 GB" holds 80 GiB and the calculator counts it so:
+    if the calculator changes its reading, change that paragraph too."""
+    assert calc.values["gpu_bytes"] == 80 * GiB
 
 
 def test_ch4_sequences_fit_beside_the_weights(calc):
