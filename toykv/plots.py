@@ -44,3 +44,68 @@ def figure(ncols: int = 1, width: float = 6.4, height: float = 4.0):
 
 __all__ = ["BLUE", "ORANGE", "GREEN", "VERMILLION", "SKY", "PURPLE", "YELLOW", "BLACK", "GREY",
            "COLORS", "LINESTYLES", "MARKERS", "series_style", "label_axes", "figure"]
+
+
+# -- chapter 7 --------------------------------------------------------------------------
+def variant_steps(contexts, step_bytes: dict, step_seconds: dict):
+    """Two stacked panels against context, log y: bytes a decode step moves (counted) and its
+    measured time. step_bytes / step_seconds: {variant label: [len(contexts)] values}."""
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.0, 7.6), sharex=True,
+                                      constrained_layout=True)
+    for i, (label, values) in enumerate(step_bytes.items()):
+        top.semilogy(contexts, [b / 1e6 for b in values], label=label, **series_style(i))
+    for i, (label, values) in enumerate(step_seconds.items()):
+        bottom.semilogy(contexts, [t * 1e3 for t in values], label=label, **series_style(i))
+    label_axes(top, "Bytes a decode step moves (counted)", "",
+               "MB per step (10$^6$ bytes, log scale)")
+    label_axes(bottom, "Decode step time (measured, median)", "context (tokens)",
+               "ms per step (log scale)")
+    for ax in (top, bottom):
+        ax.legend(fontsize=9, loc="upper left")
+    fig.suptitle("One toy, four attention variants (float32, 4 layers, d_model 768)")
+    return fig
+
+
+def cache_growth(contexts, nbytes: dict, window: int):
+    """cache.nbytes against context for several layer patterns, with the window marked."""
+    fig, (ax,) = figure(width=7.0, height=4.0)
+    for i, (label, values) in enumerate(nbytes.items()):
+        style = series_style(i)
+        ax.plot(contexts, [b / 1e3 for b in values], label=label, color=style["color"],
+                linestyle=style["linestyle"], marker=style["marker"], markevery=32)
+    ax.axvline(window, color=GREY, linestyle=":", linewidth=1.5)
+    ax.text(window, ax.get_ylim()[1] * 0.95, f" window = {window} tokens", color="#555555",
+            va="top")
+    label_axes(ax, "A sliding window stops the cache from growing", "context (tokens)",
+               "cache.nbytes (kB, 10$^3$ bytes)")
+    return fig
+
+
+def window_logit_gap(positions, gaps, window: int):
+    """Largest |logit difference| with and without a window, per position (exact zeros at 0)."""
+    fig, (ax,) = figure(width=7.0, height=3.6)
+    ax.plot(positions, gaps, color=VERMILLION, marker="o", markersize=3, linestyle="-",
+            label="max |logit with window - logit without|")
+    ax.axvline(window - 0.5, color=GREY, linestyle=":", linewidth=1.5,
+               label=f"window = {window}: positions >= {window} lose their oldest keys")
+    ax.set_yscale("symlog", linthresh=1e-6)      # linear near 0, so exact zeros are drawn
+    ax.set_ylim(bottom=-1e-7)
+    label_axes(ax, "Inside the window nothing changes; past it the logits do",
+               "position in the sequence", "max |logit difference| (unitless)")
+    ax.legend(loc="center right", fontsize=9)
+    return fig
+
+
+def cache_errors(steps, errors: dict):
+    """Per-step max |logit error| of lower-precision caches against float32 (log scale)."""
+    fig, (ax,) = figure(width=7.0, height=3.6)
+    for i, (label, values) in enumerate(errors.items()):
+        style = series_style(i)
+        ax.semilogy(steps, values, label=label, color=style["color"],
+                    linestyle=style["linestyle"], marker=style["marker"], markevery=40)
+    label_axes(ax, "Logit error of a smaller cache, along the same tokens",
+               "generation step (0 = prefill)", "max |logit - float32 logit| (unitless)")
+    return fig
+
+
+__all__ += ["variant_steps", "cache_growth", "window_logit_gap", "cache_errors"]

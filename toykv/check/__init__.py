@@ -8,3 +8,4 @@ Verdict that is true when the answer is right, so a solution can `assert` it.
 from ._core import NOT_ANSWERED, Verdict, answer_check
 
 __all__ = ["Verdict", "answer_check", "NOT_ANSWERED"]
+from .ch7 import ch7_ex1, ch7_ex2, ch7_ex3, ch7_ex4  # noqa: E402  (chapter 7)
