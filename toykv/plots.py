@@ -109,3 +109,56 @@ def cache_errors(steps, errors: dict):
 
 
 __all__ += ["variant_steps", "cache_growth", "window_logit_gap", "cache_errors"]
+# -- chapter 8 --------------------------------------------------------------------------
+def share_curves(ax, contexts, curves, title: str):
+    """KV share (%) against context (log x) on ax: solid up to each model's published maximum
+    context (marked), dashed and thin beyond it. curves: [(label, shares [n], within [n])]."""
+    for i, (label, shares, within) in enumerate(curves):
+        style = series_style(i)
+        pct = [100 * s for s in shares]
+        last = max((j for j, ok in enumerate(within) if ok), default=-1)
+        if last >= 0:
+            ax.semilogx(contexts[:last + 1], pct[:last + 1], color=style["color"],
+                        linestyle=style["linestyle"], linewidth=2, label=label)
+            ax.plot(contexts[last], pct[last], color=style["color"], marker=style["marker"],
+                    linestyle="none", markersize=7)
+        if last + 1 < len(contexts):
+            start = max(last, 0)
+            ax.semilogx(contexts[start:], pct[start:], color=style["color"], linestyle="--",
+                        linewidth=1, label=None if last >= 0 else label)
+    ax.axhline(50, color=GREY, linestyle=":", linewidth=1)
+    ax.set_ylim(0, 100)
+    label_axes(ax, title, "context (tokens, log scale)", "KV share of bytes per step (%)",
+               legend=False)
+    ax.legend(fontsize=8, loc="upper left")
+    return ax
+
+
+def share_panels(contexts, panels: dict):
+    """One share_curves panel per entry of panels ({title: curves}), stacked."""
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7.0, 3.9 * len(panels)),
+                             constrained_layout=True, squeeze=False)
+    for ax, (title, curves) in zip(axes[:, 0], panels.items()):
+        share_curves(ax, contexts, curves, title)
+    fig.suptitle("KV share of a decode step against context (bf16, batch 1)\n"
+                 "solid: up to the published maximum context (marker); "
+                 "dashed: beyond it, hypothetical")
+    return fig
+
+
+def relative_speed_check(contexts, predicted, measured, fitted):
+    """Relative decode speed against context: 1 - share, measured, and the two-bandwidth fit."""
+    fig, (ax,) = figure(width=7.0, height=4.2)
+    ax.plot(contexts, predicted, label="predicted: 1 - KV share (one bandwidth)",
+            **series_style(0))
+    ax.plot(contexts, measured, label="measured: shortest-context step time / step time",
+            **series_style(1))
+    ax.plot(contexts, fitted, label="fit: weights and cache at their own bandwidths",
+            color=GREEN, linestyle=":", marker="^")
+    ax.set_ylim(0, 1.05)
+    label_axes(ax, "Relative decode speed of the toy (MHA, float32)", "context (tokens)",
+               "relative decode speed (1 = empty cache)")
+    return fig
+
+
+__all__ += ["share_curves", "share_panels", "relative_speed_check"]

@@ -9,3 +9,4 @@ from ._core import NOT_ANSWERED, Verdict, answer_check
 
 __all__ = ["Verdict", "answer_check", "NOT_ANSWERED"]
 from .ch7 import ch7_ex1, ch7_ex2, ch7_ex3, ch7_ex4  # noqa: E402  (chapter 7)
+from .ch8 import ch8_ex1, ch8_ex2, ch8_ex3, ch8_ex4  # noqa: E402  (chapter 8)
