@@ -19,7 +19,7 @@ def forced_logits(model, token_ids, prompt_len: int, kv_dtype: str = "float32") 
     """Logits of the last position after the prefill of token_ids[:prompt_len] and after each
     later token fed one at a time through a kv_dtype cache. [len(token_ids) - prompt_len + 1, vocab]
     """
-    ids = [int(t) for t in model._check_ids(token_ids)]
+    ids = [int(t) for t in token_ids]          # model.forward checks the ids themselves
     prompt_len = validate.count("prompt_len", prompt_len, 1, len(ids))
     validate.choice("kv_dtype", kv_dtype, KV_DTYPES)
     cache = model.new_cache(kv_dtype)
