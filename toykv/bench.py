@@ -236,6 +236,34 @@ def bench_widgets():
               f"{verdict(seconds, WIDGET_BUDGET, higher_is_better=False)}")
 
 
+def bench_variants(context: int = 16384, steps: int = 7):
+    """6. Decode step of each attention variant (chapter 7's toy) at long context, against its
+    bandwidth bound: bytes the step moves (toykv.variants) / bandwidth, both on one BLAS thread."""
+    from .steptime import blas_threads, step_time_curve
+    from .variants import (TOY_VARIANT_SHAPES, attention_variants, decode_step_bytes,
+                           long_context_toy)
+    configs = attention_variants(long_context_toy(), **TOY_VARIANT_SHAPES)
+    runs = [("MHA", configs["mha"], False), ("GQA", configs["gqa"], False),
+            ("MQA", configs["mqa"], False), ("MLA absorbed", configs["mla"], True),
+            ("MLA expanded", configs["mla"], False)]
+    print(f"\n6. decode step per attention variant (chapter 7's toy: 4 layers, d_model 768, "
+          f"12 heads of 64, float32) at context {context:,}; median of {steps} steps (3 for "
+          f"expanded MLA), one BLAS thread; bound = bytes moved / measure_bandwidth() on one "
+          f"thread, measured just before each variant:")
+    for label, config, absorb in runs:
+        model = ToyTransformer(config, absorb=absorb)
+        with blas_threads(1):
+            bandwidth = roofline.measure_bandwidth()
+        n = 3 if label == "MLA expanded" else steps
+        seconds = float(step_time_curve(model, [context], steps=n, threads=1)[0])
+        nbytes = decode_step_bytes(config, context, absorb=absorb)["total"]
+        bound = nbytes / bandwidth
+        print(f"   {label:13} {nbytes / 1e6:6.0f} MB  step {seconds * 1e3:7.1f} ms  bound "
+              f"{bound * 1e3:6.1f} ms at {bandwidth / 1e9:4.1f} GB/s -> {bound / seconds:.2f} "
+              "of the bound")
+        del model
+
+
 def main():
     t_start, others = time.perf_counter(), OthersLoad()
     others.start()
@@ -248,6 +276,7 @@ def main():
     bench_toy()
     bench_exact()
     bench_widgets()
+    bench_variants()
     share = others.share()
     print(f"\nload average at the end: {load_average()}; total {time.perf_counter() - t_start:.0f} s")
     if share is None:

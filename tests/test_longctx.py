@@ -1,0 +1,99 @@
+"""toykv.longctx: bytes of a decode step, share curves, the crossover, depth, two bandwidths."""
+import numpy as np
+import pytest
+
+from toykv import source_toy, zoo
+from toykv.longctx import (crossover_context, depth_model, fit_two_bandwidths, share_curve,
+                           step_bytes)
+from toykv.sizing import kv_share
+
+LLAMA8 = zoo.get("llama-3.1-8b")
+LLAMA70 = zoo.get("llama-3.3-70b").config
+
+
+def test_step_bytes_by_hand():
+    parts = step_bytes(LLAMA8, 8192)
+    assert parts["weights"] == 2 * 8_030_000_000                  # bf16 active weights
+    assert parts["kv"] == 2 * 32 * 8 * 128 * 2 * 8192              # K and V, 32 layers
+    assert parts["total"] == parts["weights"] + parts["kv"]
+    assert parts["share"] == parts["kv"] / parts["total"]
+    batch = step_bytes(LLAMA8, 8192, batch=4)                      # weights read once
+    assert batch["weights"] == parts["weights"] and batch["kv"] == 4 * parts["kv"]
+
+
+def test_share_curve_marks_the_published_maximum():
+    contexts = [1000, 131072, 131073, 10**6]
+    shares, within = share_curve(LLAMA8, contexts)
+    assert within.tolist() == [True, True, False, False]
+    assert np.all(np.diff(shares) > 0)
+    assert shares.tolist() == [kv_share(LLAMA8, n) for n in contexts]
+    with pytest.raises(ValueError, match="contexts"):
+        share_curve(LLAMA8, [1.5])
+
+
+def test_crossover_context_is_the_first_context_at_the_level():
+    # half: 131,072 S >= 2 x 8.03e9  <=>  S >= 122,528.08
+    assert crossover_context(LLAMA8) == 122_529
+    S = crossover_context(LLAMA8, share=0.9)
+    assert kv_share(LLAMA8, S) >= 0.9 > kv_share(LLAMA8, S - 1)
+    assert crossover_context(zoo.get("mistral-7b-v0.1")) is None    # the cache stops growing
+    assert crossover_context(LLAMA8, share=0.99, limit=10**6) is None
+    for bad in (0, 1, 1.5, -0.1):
+        with pytest.raises(ValueError, match="share"):
+            crossover_context(LLAMA8, share=bad)
+
+
+def _share_by_hand(config, tokens):
+    """k S / (k S + c): per-layer cache bytes k per token and per-block weight bytes c (bf16)."""
+    D, H, Hkv, hd, F = (config.d_model, config.n_heads, config.n_kv_heads, config.head_dim,
+                        config.d_ff)
+    k = 2 * Hkv * hd * 2
+    c = (2 * D + D * H * hd + 2 * D * Hkv * hd + H * hd * D + 3 * D * F) * 2
+    return k * tokens / (k * tokens + c)
+
+
+@pytest.mark.parametrize("layers", [80, 40, 20, 10, 1])
+def test_blocks_only_share_does_not_depend_on_depth(layers):
+    model = depth_model(LLAMA70, layers, blocks_only=True)
+    assert model.config.n_layers == layers
+    assert np.isclose(kv_share(model, 10**6), _share_by_hand(LLAMA70, 10**6), rtol=1e-12)
+    assert kv_share(model, 10**6) == kv_share(depth_model(LLAMA70, 80, blocks_only=True), 10**6)
+
+
+def test_embeddings_make_shallow_models_lower():
+    shares = [kv_share(depth_model(LLAMA70, n), 10**6) for n in (80, 40, 20, 10)]
+    assert shares == sorted(shares, reverse=True)
+    assert shares[-1] < _share_by_hand(LLAMA70, 10**6)
+
+
+def test_depth_model_refuses_moe_and_patterns():
+    with pytest.raises(ValueError, match="mixture of experts"):
+        depth_model(zoo.get("deepseek-v3"), 10)
+    with pytest.raises(ValueError, match="layer_types"):
+        depth_model(zoo.get("gemma-3-27b"), 10)
+    with pytest.raises(ValueError, match="n_layers"):
+        depth_model(LLAMA70, 0)
+    assert depth_model(source_toy(), 3).config.n_layers == 3       # a plain config works
+
+
+def test_fit_two_bandwidths_recovers_known_bandwidths():
+    weights, beta_w, beta_kv = 1e8, 12e9, 3e9
+    kv = np.array([1e5, 1e8, 2e8, 3e8, 4e8])
+    seconds = weights / beta_w + kv / beta_kv
+    fit = fit_two_bandwidths(weights, kv, seconds)
+    assert np.isclose(fit["beta_weights"], beta_w, rtol=1e-9)
+    assert np.isclose(fit["beta_kv"], beta_kv, rtol=1e-9)
+    assert np.allclose(fit["seconds"], seconds, rtol=1e-9)
+    assert np.allclose(fit["relative_speed"], seconds[0] / seconds, rtol=1e-9)
+
+
+def test_fit_two_bandwidths_refuses_what_it_cannot_fit():
+    kv = np.array([0.0, 1e8, 2e8])
+    with pytest.raises(ValueError, match="do not grow"):
+        fit_two_bandwidths(1e8, kv, np.array([0.03, 0.02, 0.01]))
+    with pytest.raises(ValueError, match="same length"):
+        fit_two_bandwidths(1e8, kv, np.array([0.01, 0.02]))
+    with pytest.raises(ValueError, match="shortest"):
+        fit_two_bandwidths(1e8, kv[::-1], np.array([0.03, 0.02, 0.01]))
+    with pytest.raises(ValueError, match="weight_bytes_read"):
+        fit_two_bandwidths(0, kv, np.array([0.01, 0.02, 0.03]))
