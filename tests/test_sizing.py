@@ -207,7 +207,7 @@ def test_param_count_matches_the_model_arrays(variant):
                          [("float32", 4, 0), ("float16", 2, 0), ("int8", 1, 4)])
 def test_cache_nbytes_matches_the_formula(variant, kv_dtype, bytes_per_value, scale_bytes):
     model = ToyTransformer(source_toy(max_seq_len=64, **TOY_VARIANTS[variant]))
-    cache = model.new_cache(kv_dtype)
+    cache = model.new_cache(kv_dtype=kv_dtype)
     model.forward(np.arange(12) % 512, cache)
     model.forward(np.array([3]), cache)
     assert cache.nbytes == kv_cache_bytes(model.config, 13, bytes_per_value=bytes_per_value,

@@ -1,25 +1,74 @@
 """ToyTransformer: a Llama-style decoder in numpy, float32, with an optional KV cache.
 
-embedding -> n_layers x [RMSNorm -> attention -> residual, RMSNorm -> SwiGLU MLP -> residual]
--> RMSNorm -> output head. RoPE is applied as Hugging Face's Llama does (rotate_half).
-Weights are stored as [in, out] so every projection reads x @ W.
+embedding -> L x [RMSNorm -> attention -> residual, RMSNorm -> SwiGLU MLP -> residual]
+-> RMSNorm -> output head: Llama's block (touvron2023llama2), small enough to read, as the
+numpy toy of source_blog_numpy_toy is. RoPE (su2024roformer) is applied as Hugging Face's
+Llama does (rotate_half). Weights are stored [in, out], so every projection of the row
+vectors h reads h @ W. Shapes in comments: B sequences, T new tokens, Tk keys attended,
+D = d_model, H query heads and H_kv KV heads of d_h = head_dim, F = d_ff, |V| = vocab_size.
+
+token_ids of shape [T] is one sequence and gives logits [T, |V|]; [B, T] is a batch of B
+sequences of equal length and gives [B, T, |V|], each row exactly what that sequence alone
+gives (bit for bit with exact=True).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import validate
 from .cache import KVCache
 from .config import ModelConfig
 from .ops import Ops
+from .sizing import param_count
+
+BATCH_AXIS_HINT = "a batch is token_ids of shape [B, T] with a cache from new_cache(batch=B)"
 
 
-def rope_tables(head_dim: int, theta: float, n_positions: int):
-    """cos and sin for every position, computed once. [n_positions, head_dim] each."""
+def rope_cos_sin(positions, head_dim: int, theta: float):
+    """cos and sin of RoPE's angles at `positions`: [len(positions), head_dim] each.
+
+    Position p turns pair (i, i + d_h/2) by p / theta^(2i/d_h), the d_h/2 angles repeated
+    twice as Hugging Face's Llama lays them out. Built for the positions asked for only.
+    """
     inv_freq = (1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32)
-                                / head_dim)).astype(np.float32)          # [head_dim/2]
-    freqs = np.arange(n_positions, dtype=np.float32)[:, None] * inv_freq  # [P, head_dim/2]
+                                / head_dim)).astype(np.float32)          # [d_h/2]
+    freqs = np.asarray(positions).astype(np.float32)[:, None] * inv_freq  # [T, d_h/2]
     angles = np.concatenate([freqs, freqs], axis=-1).astype(np.float64)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+class RopeTable:
+    """model.cos or model.sin as if a [max_seq_len, d] table: `table[positions]` computes the
+    rows asked for, so a config with 10**8 positions allocates nothing up front."""
+
+    def __init__(self, part: int, n_positions: int, head_dim: int, theta: float):
+        self.part, self.n_positions, self.head_dim, self.theta = part, n_positions, head_dim, theta
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_positions, self.head_dim)
+
+    def __len__(self) -> int:
+        return self.n_positions
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            positions = np.asarray(range(self.n_positions)[index])
+        else:
+            positions = np.asarray(index)
+            if positions.dtype.kind not in "iu":
+                raise IndexError(f"RoPE table positions must be integers, got {positions.dtype}")
+            if np.any((positions < -self.n_positions) | (positions >= self.n_positions)):
+                raise IndexError(f"position outside [0, max_seq_len={self.n_positions})")
+            positions = positions % self.n_positions
+        table = rope_cos_sin(positions.ravel(), self.head_dim, self.theta)[self.part]
+        return table.reshape(*positions.shape, self.head_dim)
+
+    def __array__(self, dtype=None, copy=None):
+        validate.fits_in_memory("the whole RoPE table", 16 * self.n_positions * self.head_dim,
+                                "index it with the positions you need instead")
+        table = self[:]
+        return table if dtype is None else table.astype(dtype)
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -36,13 +85,83 @@ def weight_layout(w: np.ndarray) -> np.ndarray:
     return np.asarray(w, dtype=np.float32, order=order)
 
 
+def weight_shapes(config: ModelConfig) -> dict:
+    """The shape of every weight: {'embed', 'final_norm', 'lm_head' (None when tied), 'layers':
+    {name: shape} of each layer}. Projections are [in, out]; norms are vectors."""
+    c = config
+    D, H, hd, F = c.d_model, c.n_heads, c.head_dim, c.d_ff
+    layer = {"attn_norm": (D,), "mlp_norm": (D,), "w_gate": (D, F), "w_up": (D, F),
+             "w_down": (F, D), "wo": (H * hd, D)}
+    if c.attention == "mla":
+        r, rd = c.kv_lora_rank, c.rope_head_dim
+        layer.update(wq=(D, H * (hd + rd)), w_dkv=(D, r + rd), kv_norm=(r,),
+                     w_uk=(r, H * hd), w_uv=(r, H * hd))
+    else:
+        layer.update(wq=(D, H * hd), wk=(D, c.n_kv_heads * hd), wv=(D, c.n_kv_heads * hd))
+    return {"embed": (c.vocab_size, D), "final_norm": (D,),
+            "lm_head": None if c.tie_embeddings else (D, c.vocab_size), "layers": layer}
+
+
+def _checked(name: str, array, shape) -> np.ndarray:
+    """A float32 copy of one given weight, after checking its type, shape and values."""
+    if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
+        what = array.dtype if isinstance(array, np.ndarray) else type(array).__name__
+        raise ValueError(f"weights{name} must be a floating-point numpy array, got {what}")
+    if array.shape != shape:
+        raise ValueError(f"weights{name} has shape {array.shape}, the config needs {shape}")
+    with np.errstate(over="ignore"):                   # too large for float32 -> inf: refused
+        array = weight_layout(array) if array.ndim == 2 else array.astype(np.float32)
+    if not np.isfinite(array).all():
+        raise ValueError(f"weights{name} holds NaN or infinite values (or values too large "
+                         "for float32)")
+    return array
+
+
+def check_weights(weights, config: ModelConfig) -> dict:
+    """Given weights as float32 arrays, after checking names, shapes and values against the
+    config: {'embed', 'final_norm', 'lm_head', 'layers': [one dict per layer]} (see weight_shapes)."""
+    shapes = weight_shapes(config)
+    if not isinstance(weights, dict):
+        raise ValueError(f"weights must be a dict, got {type(weights).__name__}")
+    required = {"embed", "final_norm", "layers"} | ({"lm_head"} if shapes["lm_head"] else set())
+    missing, unknown = sorted(required - set(weights)), sorted(set(weights) - set(shapes))
+    if missing or unknown:
+        raise ValueError(f"weights needs the keys {sorted(required)}; missing {missing}, "
+                         f"unexpected {unknown}")
+    if shapes["lm_head"] is None and weights.get("lm_head") is not None:
+        raise ValueError("weights['lm_head'] must be None: the config ties the output head "
+                         "to the embedding (tie_embeddings=True)")
+    layers = weights["layers"]
+    if not isinstance(layers, (list, tuple)) or len(layers) != config.n_layers:
+        got = len(layers) if isinstance(layers, (list, tuple)) else type(layers).__name__
+        raise ValueError(f"weights['layers'] must be a list of n_layers={config.n_layers} "
+                         f"dicts, got {got}")
+    checked = {key: None if shapes[key] is None else
+               _checked(f"[{key!r}]", weights[key], shapes[key])
+               for key in ("embed", "final_norm", "lm_head")}
+    checked["layers"] = []
+    for i, layer in enumerate(layers):
+        names = set(layer) if isinstance(layer, dict) else set()
+        if names != set(shapes["layers"]):
+            raise ValueError(f"weights['layers'][{i}] must be a dict with the keys "
+                             f"{sorted(shapes['layers'])}; missing "
+                             f"{sorted(set(shapes['layers']) - names)}, unexpected "
+                             f"{sorted(names - set(shapes['layers']))}")
+        checked["layers"].append({key: _checked(f"['layers'][{i}][{key!r}]", array,
+                                                shapes["layers"][key])
+                                  for key, array in layer.items()})
+    return checked
+
+
 class ToyTransformer:
     """A Llama-style model with seeded random weights, or the given `weights` (a loader's).
 
     exact=True sums every product in one fixed order, so cached and recomputed logits are
-    identical bit for bit; the default BLAS backend differs by float32 rounding (see toykv.ops).
+    identical bit for bit, and so is every row of a batch to its sequence run alone; the
+    default BLAS backend differs by float32 rounding (see toykv.ops).
     absorb=True (MLA only) attends in latent space, with W_UK folded into the query and W_UV
-    applied after the weighted sum, instead of expanding every cached latent into K and V.
+    applied after the weighted sum, instead of expanding every cached latent into K and V
+    (deepseek2024v2, section 2.1).
     """
 
     def __init__(self, config: ModelConfig, seed: int = 0, exact: bool = False,
@@ -52,21 +171,28 @@ class ToyTransformer:
         if "linear" in config.layer_kinds:
             raise ValueError("ToyTransformer has no linear-attention layers; layer_types with "
                              "'linear' are for sizing only")
-        self.config = config
-        self.ops = Ops(exact)
-        if not isinstance(absorb, bool) or (absorb and config.attention != "mla"):
+        validate.flag("exact", exact)
+        validate.flag("absorb", absorb)
+        if absorb and config.attention != "mla":
             raise ValueError(f"absorb must be True or False, and True only for attention='mla'; "
                              f"got absorb={absorb!r} with attention={config.attention!r}")
+        self.config = config
+        self.ops = Ops(exact)
         self.absorb = absorb         # MLA: attend in latent space instead of expanding K and V
         if weights is None:
+            seed = validate.count("seed", seed, 0)
+            validate.fits_in_memory(
+                f"a ToyTransformer of {param_count(config):,} float32 parameters",
+                4 * param_count(config), "toykv runs small models; use toykv.sizing for big ones")
             self._init_weights(np.random.default_rng(seed))
         else:    # given arrays (a loader's): {"embed", "layers", "final_norm", "lm_head"}
-            self.embed, self.final_norm = weights["embed"], weights["final_norm"]
-            self.layers = [{name: weight_layout(a) if a.ndim == 2 else a for name, a in x.items()}
-                           for x in weights["layers"]]
-            head = weights["lm_head"]
-            self.lm_head = None if head is None else weight_layout(head)
-        self.set_rope()
+            given = check_weights(weights, config)
+            self.embed, self.final_norm = given["embed"], given["final_norm"]
+            self.layers, self.lm_head = given["layers"], given["lm_head"]
+        rope_dim = config.rope_head_dim if config.attention == "mla" else config.head_dim
+        self.cos = RopeTable(0, config.max_seq_len, rope_dim, config.rope_theta)
+        self.sin = RopeTable(1, config.max_seq_len, rope_dim, config.rope_theta)
+        self._rope_memo = (np.empty(0, np.int64), None, None)   # last (positions, cos, sin)
 
     # -- weights ----------------------------------------------------------------
     def _init_weights(self, rng):
@@ -95,11 +221,23 @@ class ToyTransformer:
         self.final_norm = np.ones(D, np.float32)
         self.lm_head = None if c.tie_embeddings else w(D, c.vocab_size)
 
-    def set_rope(self):
-        """(Re)build the RoPE tables from the config."""
-        c = self.config
-        rope_dim = c.rope_head_dim if c.attention == "mla" else c.head_dim
-        self.cos, self.sin = rope_tables(rope_dim, c.rope_theta, c.max_seq_len)
+    @property
+    def weight_nbytes(self) -> int:
+        """Bytes of every weight array a decode step reads (a tied embedding is the output head)."""
+        arrays = [self.embed, self.final_norm] + [a for layer in self.layers
+                                                  for a in layer.values()]
+        if self.lm_head is not None:
+            arrays.append(self.lm_head)
+        return sum(a.nbytes for a in arrays)
+
+    def rope(self, positions: np.ndarray):
+        """(cos, sin) [T, d] for these positions; the last answer is kept, since every layer
+        of a forward pass asks for the same positions."""
+        last, cos, sin = self._rope_memo
+        if not np.array_equal(last, positions):
+            cos, sin = self.cos[positions], self.sin[positions]
+            self._rope_memo = (np.array(positions), cos, sin)
+        return cos, sin
 
     @property
     def exact(self) -> bool:
@@ -110,51 +248,86 @@ class ToyTransformer:
         """Matmul FLOPs performed so far (2 per multiply-add); take differences to time a step."""
         return self.ops.flops
 
-    def new_cache(self, kv_dtype: str = "float32") -> KVCache:
-        """An empty cache shaped for this model."""
-        return KVCache(self.config, kv_dtype)
+    def new_cache(self, batch: int | None = None, kv_dtype: str = "float32") -> KVCache:
+        """An empty cache for this model: one sequence (batch=None) or B sequences (batch=B)."""
+        cache = KVCache(self.config, batch, kv_dtype)
+        cache._claim(self)
+        return cache
 
     # -- forward ----------------------------------------------------------------
     def forward(self, token_ids, cache: KVCache | None = None) -> np.ndarray:
-        """Logits [len(token_ids), vocab_size]. With a cache, the tokens follow what it holds."""
-        ids = self._check_ids(token_ids)
+        """Logits [T, |V|] of token_ids [T], or [B, T, |V|] of a batch [B, T]. With a cache the
+        tokens follow the len(cache) tokens it holds (per sequence), and are added to it."""
+        ids, batched = self._check_ids(token_ids)                        # [B, T]
         start = 0
         if cache is not None:
-            if not isinstance(cache, KVCache) or cache.config != self.config:
-                raise ValueError("cache was made for a model with another config; "
-                                 "use model.new_cache()")
+            self._check_cache(cache, ids.shape[0] if batched else None)
             start = len(cache)
-        if start + len(ids) > self.config.max_seq_len:
-            raise ValueError(f"{start} cached + {len(ids)} new tokens exceeds max_seq_len "
+        B, T = ids.shape
+        if start + T > self.config.max_seq_len:
+            raise ValueError(f"{start} cached + {T} new tokens exceeds max_seq_len "
                              f"{self.config.max_seq_len}")
-        positions = np.arange(start, start + len(ids))
-        x = self.embed[ids]                                              # [T, D]
+        positions = np.arange(start, start + T)
+        x = self.embed[ids]                                              # [B, T, D]
         for i, layer in enumerate(self.layers):
             h = self.rms_norm(x, layer["attn_norm"])
-            x = x + self.attention(h, layer, i, positions, cache)
+            x = x + self._attention(h, layer, i, positions, cache)
             h = self.rms_norm(x, layer["mlp_norm"])
             x = x + self.mlp(h, layer)
         if cache is not None:
-            cache.advance(len(ids))
+            cache.advance(T)
         x = self.rms_norm(x, self.final_norm)
-        head = self.embed.T if self.lm_head is None else self.lm_head    # [D, V]
-        return self.ops.matmul(x, head)                                  # [T, V]
+        head = self.embed.T if self.lm_head is None else self.lm_head    # [D, |V|]
+        logits = self.linear(x, head)                                    # [B, T, |V|]
+        return logits if batched else logits[0]
 
     __call__ = forward
 
-    def _check_ids(self, token_ids) -> np.ndarray:
-        ids = np.asarray(token_ids)
-        if ids.ndim != 1:
-            raise ValueError(f"token_ids must be a 1-D sequence, got shape {ids.shape}")
+    def _check_ids(self, token_ids) -> tuple[np.ndarray, bool]:
+        """(ids as [B, T], whether they came as a batch): one sequence [T] is a batch of one."""
+        try:
+            ids = np.asarray(token_ids)
+        except ValueError:                             # numpy refuses rows of unequal length
+            raise ValueError("token_ids rows have different lengths (ragged); a batch needs "
+                             "B rows of the same length T") from None
+        if ids.dtype == object:
+            raise ValueError("token_ids rows have different lengths (ragged), or hold "
+                             "something other than integers")
+        if ids.ndim not in (1, 2):
+            raise ValueError(f"token_ids must be 1-D [T] (one sequence) or 2-D [B, T] (a batch), "
+                             f"got shape {ids.shape}")
         if ids.size == 0:
-            raise ValueError("token_ids is empty: give at least one token")
+            raise ValueError(f"token_ids is empty (shape {ids.shape}): give at least one "
+                             "token per sequence and at least one sequence")
         if not np.issubdtype(ids.dtype, np.integer):
             raise ValueError(f"token_ids must be integers, got dtype {ids.dtype}")
-        bad = np.flatnonzero((ids < 0) | (ids >= self.config.vocab_size))
+        bad = np.argwhere((ids < 0) | (ids >= self.config.vocab_size))
         if bad.size:
-            raise ValueError(f"token id {ids[bad[0]]} at index {bad[0]} is outside "
-                             f"[0, vocab_size={self.config.vocab_size})")
-        return ids
+            where = tuple(int(j) for j in bad[0])
+            raise ValueError(f"token id {ids[where]} at index {where if ids.ndim == 2 else where[0]}"
+                             f" is outside [0, vocab_size={self.config.vocab_size})")
+        return (ids, True) if ids.ndim == 2 else (ids[None], False)
+
+    def _check_cache(self, cache, rows: int | None):
+        """The cache must be this model's, and batched exactly as the input is (rows None: 1-D)."""
+        if not isinstance(cache, KVCache) or cache.config != self.config:
+            raise ValueError("cache was made for a model with another config; "
+                             "use model.new_cache()")
+        cache._claim(self)
+        if rows is None and cache.batch is not None:
+            raise ValueError(f"token_ids is 1-D (one sequence) but the cache holds a batch of "
+                             f"{cache.batch}; give token_ids of shape [{cache.batch}, T]")
+        if rows is not None and cache.batch is None:
+            raise ValueError(f"token_ids is 2-D ({rows} rows) but the cache holds one sequence; "
+                             + BATCH_AXIS_HINT)
+        if rows is not None and rows != cache.batch:
+            raise ValueError(f"token_ids has {rows} rows but the cache holds a batch of "
+                             f"{cache.batch} sequences")
+
+    def linear(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """x [..., n_in] @ w [n_in, n_out] -> [..., n_out], every row in one matrix product."""
+        out = self.ops.matmul(x.reshape(-1, x.shape[-1]), w)             # [rows, n_out]
+        return out.reshape(*x.shape[:-1], w.shape[1])
 
     def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """x / sqrt(mean(x^2) + eps) * weight, over the last axis."""
@@ -162,74 +335,88 @@ class ToyTransformer:
         return x / np.sqrt(mean_sq + np.float32(self.config.norm_eps)) * weight
 
     def mlp(self, h: np.ndarray, layer: dict) -> np.ndarray:
-        """SwiGLU: down(silu(gate(h)) * up(h)). [T, D] -> [T, D]"""
-        gate = self.ops.matmul(h, layer["w_gate"])                       # [T, d_ff]
-        up = self.ops.matmul(h, layer["w_up"])                           # [T, d_ff]
+        """SwiGLU: (silu(h W_gate) * (h W_up)) W_down. [..., D] -> [..., D]"""
+        gate = self.linear(h, layer["w_gate"])                           # [..., F]
+        up = self.linear(h, layer["w_up"])                               # [..., F]
         act = np.negative(gate)              # silu(gate) * up = gate / (1 + e^-gate) * up,
-        np.exp(act, out=act)                 # computed in place: no [T, d_ff] temporaries
+        np.exp(act, out=act)                 # computed in place: no [T, F] temporaries
         act += 1
         np.divide(gate, act, out=act)
         act *= up
-        return self.ops.matmul(act, layer["w_down"])
+        return self.linear(act, layer["w_down"])
 
     def attention(self, h, layer, i, positions, cache):
+        """Attention of layer i for the new tokens at `positions` [T] (shared by the rows):
+        h [T, D] or [B, T, D] -> the same shape. With a cache, their K and V are stored in it
+        (call cache.advance(T) after the last layer, as forward does)."""
+        one = h.ndim == 2                                                # one sequence
+        if cache is not None:
+            self._check_cache(cache, None if one else len(h))
+        out = self._attention(h[None] if one else h, layer, i, positions, cache)
+        return out[0] if one else out
+
+    def _attention(self, h, layer, i, positions, cache):
+        """attention() without the checks: h [B, T, D] -> [B, T, D]."""
         if self.config.attention == "mla":
             return self.mla_attention(h, layer, i, positions, cache)
-        c, mm = self.config, self.ops.matmul
-        T, H, Hkv, hd = len(h), c.n_heads, c.n_kv_heads, c.head_dim
-        cos, sin = self.cos[positions], self.sin[positions]
-        q = mm(h, layer["wq"]).reshape(T, H, hd).transpose(1, 0, 2)      # [H, T, hd]
-        k = mm(h, layer["wk"]).reshape(T, Hkv, hd)                       # [T, Hkv, hd]
-        v = mm(h, layer["wv"]).reshape(T, Hkv, hd)                       # [T, Hkv, hd]
+        c = self.config
+        B, T, H, Hkv, hd = *h.shape[:2], c.n_heads, c.n_kv_heads, c.head_dim
+        cos, sin = self.rope(positions)                                  # [T, d_h] each
+        q = self.linear(h, layer["wq"]).reshape(B, T, H, hd).transpose(0, 2, 1, 3)
+        k = self.linear(h, layer["wk"]).reshape(B, T, Hkv, hd)           # q: [B, H, T, d_h]
+        v = self.linear(h, layer["wv"]).reshape(B, T, Hkv, hd)           # k, v: [B, T, H_kv, d_h]
         q = apply_rope(q, cos, sin)
-        k = apply_rope(k.transpose(1, 0, 2), cos, sin).transpose(1, 0, 2)
+        k = apply_rope(k.transpose(0, 2, 1, 3), cos, sin).transpose(0, 2, 1, 3)
         if cache is None:
             key_pos = positions
         else:
-            kv, key_pos = cache.update(i, k=k, v=v)
-            k, v = kv["k"], kv["v"]                                      # [Tk, Hkv, hd]
-        q = q.reshape(Hkv, H // Hkv, T, hd)                              # query heads grouped by KV head
-        kT = k.transpose(1, 2, 0)[:, None]                               # [Hkv, 1, hd, Tk]
-        scores = mm(q, kT)                                               # [Hkv, G, T, Tk]
+            kv, key_pos = cache._update(i, {"k": k, "v": v})
+            k, v = kv["k"], kv["v"]                                      # [B, Tk, H_kv, d_h]
+        mm = self.ops.matmul
+        q = q.reshape(B, Hkv, H // Hkv, T, hd)                           # query heads grouped by KV head
+        kT = k.transpose(0, 2, 3, 1)[:, :, None]                         # [B, H_kv, 1, d_h, Tk]
+        scores = mm(q, kT)                                               # [B, H_kv, G, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
         p = self.softmax(scores, self.mask(positions, key_pos, i))
-        out = mm(p, v.transpose(1, 0, 2)[:, None])                       # [Hkv, G, T, hd]
-        out = out.reshape(H, T, hd).transpose(1, 0, 2).reshape(T, H * hd)
-        return mm(out, layer["wo"])                                      # [T, D]
+        out = mm(p, v.transpose(0, 2, 1, 3)[:, :, None])                 # [B, H_kv, G, T, d_h]
+        out = out.reshape(B, H, T, hd).transpose(0, 2, 1, 3).reshape(B, T, H * hd)
+        return self.linear(out, layer["wo"])                             # [B, T, D]
 
     def mla_attention(self, h, layer, i, positions, cache):
-        """DeepSeek-V2 latent attention; self.absorb picks the absorbed or expanded form."""
+        """DeepSeek-V2 latent attention (deepseek2024v2), h [B, T, D]; self.absorb picks the
+        absorbed or expanded form. The cache holds c_kv [r] and k_rope [d_h^R] per token."""
         c, mm = self.config, self.ops.matmul
-        T, H, hd, r, rd = len(h), c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
-        cos, sin = self.cos[positions], self.sin[positions]
-        q = mm(h, layer["wq"]).reshape(T, H, hd + rd).transpose(1, 0, 2)  # [H, T, hd+rd]
-        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
-        ckv = mm(h, layer["w_dkv"])                                      # [T, r+rd]
-        c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"])               # [T, r] the latent
-        k_rope = apply_rope(ckv[:, r:], cos, sin)                        # [T, rd] shared by heads
+        B, T = h.shape[:2]
+        H, hd, r, rd = c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
+        cos, sin = self.rope(positions)
+        q = self.linear(h, layer["wq"]).reshape(B, T, H, hd + rd).transpose(0, 2, 1, 3)
+        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)  # [B, H, T, d_h + d_h^R]
+        ckv = self.linear(h, layer["w_dkv"])                             # [B, T, r + d_h^R]
+        c_kv = self.rms_norm(ckv[..., :r], layer["kv_norm"])             # [B, T, r] the latent
+        k_rope = apply_rope(ckv[..., r:], cos, sin)                      # [B, T, d_h^R] shared
         if cache is None:
             key_pos = positions
         else:
-            kv, key_pos = cache.update(i, c_kv=c_kv, k_rope=k_rope)
-            c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [Tk, r], [Tk, rd]
+            kv, key_pos = cache._update(i, {"c_kv": c_kv, "k_rope": k_rope})
+            c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [B, Tk, r], [B, Tk, d_h^R]
         Tk = len(key_pos)
-        rope_scores = mm(q_rope, k_rope.T[None])                         # [H, T, Tk]
+        rope_scores = mm(q_rope, k_rope.transpose(0, 2, 1)[:, None])     # [B, H, T, Tk]
         if self.absorb:      # fold W_UK into the query, W_UV after the weighted sum
-            w_uk = layer["w_uk"].reshape(r, H, hd).transpose(1, 2, 0)    # [H, hd, r]
-            q_lat = mm(q_nope, w_uk)                                     # [H, T, r]
-            scores = mm(q_lat, c_kv.T[None]) + rope_scores               # [H, T, Tk]
+            w_uk = layer["w_uk"].reshape(r, H, hd).transpose(1, 2, 0)    # [H, d_h, r]
+            q_lat = mm(q_nope, w_uk)                                     # [B, H, T, r]
+            scores = mm(q_lat, c_kv.transpose(0, 2, 1)[:, None]) + rope_scores
         else:                # expand every cached latent into per-head K and V
-            k_nope = mm(c_kv, layer["w_uk"]).reshape(Tk, H, hd).transpose(1, 0, 2)
-            v = mm(c_kv, layer["w_uv"]).reshape(Tk, H, hd).transpose(1, 0, 2)  # [H, Tk, hd]
-            scores = mm(q_nope, k_nope.transpose(0, 2, 1)) + rope_scores
+            k_nope = self.linear(c_kv, layer["w_uk"]).reshape(B, Tk, H, hd).transpose(0, 2, 1, 3)
+            v = self.linear(c_kv, layer["w_uv"]).reshape(B, Tk, H, hd).transpose(0, 2, 1, 3)
+            scores = mm(q_nope, k_nope.transpose(0, 1, 3, 2)) + rope_scores   # [B, H, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd + rd))
         p = self.softmax(scores, self.mask(positions, key_pos, i))
         if self.absorb:
-            w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, hd]
-            out = mm(mm(p, c_kv[None]), w_uv)                            # [H, T, hd]
+            w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, d_h]
+            out = mm(mm(p, c_kv[:, None]), w_uv)                         # [B, H, T, d_h]
         else:
-            out = mm(p, v)                                               # [H, T, hd]
-        return mm(out.transpose(1, 0, 2).reshape(T, H * hd), layer["wo"])
+            out = mm(p, v)                                               # [B, H, T, d_h]
+        return self.linear(out.transpose(0, 2, 1, 3).reshape(B, T, H * hd), layer["wo"])
 
     def mask(self, positions, key_pos, layer):
         """True where query position may see key position: causal, and inside the window."""

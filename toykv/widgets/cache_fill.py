@@ -86,7 +86,7 @@ class CacheFill:
         self._resetting = True                      # moving the slider must not reset twice
         self.prompt_slider.value = prompt_len
         self._resetting = False
-        self.cache = self.model.new_cache(self.kv_dtype)
+        self.cache = self.model.new_cache(kv_dtype=self.kv_dtype)
         self.prompt_len = prompt_len
         self.tokens = list(self._prompt_pool[:prompt_len])
         self.written_by = ["prefill"] * prompt_len  # which phase wrote each position
