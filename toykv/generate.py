@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,13 +26,16 @@ class Step:
 
 
 def _check_stop_ids(stop_ids, vocab_size: int) -> frozenset:
-    """None, one token id, or an iterable of token ids -> a set of ints in [0, vocab_size)."""
+    """None, one token id, or a collection of token ids -> a set of ints in [0, vocab_size)."""
     if stop_ids is None:
         return frozenset()
-    if isinstance(stop_ids, (str, bytes)):
-        raise ValueError(f"stop_ids must be token ids (ints), got {stop_ids!r}")
-    ids = [stop_ids] if np.ndim(stop_ids) == 0 else list(np.ravel(stop_ids))
-    return frozenset(validate.count("stop_ids", t, 0, vocab_size - 1) for t in ids)
+    if isinstance(stop_ids, np.ndarray):
+        items = list(stop_ids.ravel())
+    elif isinstance(stop_ids, Iterable) and not isinstance(stop_ids, (str, bytes)):
+        items = list(stop_ids)
+    else:
+        items = [stop_ids]                        # one id (or something validate refuses)
+    return frozenset(validate.count("stop_ids", t, 0, vocab_size - 1) for t in items)
 
 
 def decode_steps(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
