@@ -29,7 +29,7 @@ def test_derived_fields():
 
 
 def test_source_toy_is_the_blog_posts_model():
-    # source 003, section 3: 2 layers, d_model 128, 8 heads of 16, MLP 512, vocab 512
+    # source_blog_numpy_toy, section 3: 2 layers, d_model 128, 8 heads of 16, MLP 512, vocab 512
     c = source_toy()
     assert (c.n_layers, c.d_model, c.n_heads, c.head_dim, c.d_ff, c.vocab_size) == \
         (2, 128, 8, 16, 512, 512)
