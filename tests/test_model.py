@@ -331,6 +331,12 @@ def test_new_cache_rejects_bad_batch(batch):
         make_model("mha").new_cache(batch)
 
 
+def test_forward_refuses_a_pass_whose_attention_scores_cannot_fit():
+    model = make_model("mha", max_seq_len=10**7)
+    with pytest.raises(ValueError, match="attention scores .* would need"):
+        model.forward(np.zeros(10**7, dtype=np.int64))         # H T^2 floats: 1.6 PB
+
+
 def test_forward_rejects_sequence_longer_than_max_seq_len():
     model = make_model("mha", max_seq_len=8)
     with pytest.raises(ValueError, match="max_seq_len"):

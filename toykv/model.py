@@ -267,6 +267,10 @@ class ToyTransformer:
         if start + T > self.config.max_seq_len:
             raise ValueError(f"{start} cached + {T} new tokens exceeds max_seq_len "
                              f"{self.config.max_seq_len}")
+        validate.fits_in_memory(
+            f"attention scores of {B} x {T} new tokens against {start + T} keys",
+            4 * B * self.config.n_heads * T * (start + T),                # [B, H, T, Tk] float32
+            "feed a long sequence in chunks through a cache")
         positions = np.arange(start, start + T)
         x = self.embed[ids]                                              # [B, T, D]
         for i, layer in enumerate(self.layers):

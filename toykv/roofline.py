@@ -129,7 +129,8 @@ def decode_intensity(params: int, batch: int = 1, bytes_per_param: float = 2,
 
     Counts 2 FLOPs per parameter per sequence and the weight bytes plus `kv_bytes` (the whole
     batch's cache, read once). Attention FLOPs over the cache are left out, so this is a
-    slight underestimate when kv_bytes > 0. With kv_bytes=0 it is 2 * batch / bytes_per_param.
+    slight underestimate when kv_bytes > 0. With kv_bytes=0 it is 2 B / b_w (B = batch,
+    b_w = bytes_per_param): 1 FLOP/byte for one sequence in fp16.
     """
     validate.count("params", params, 1)
     validate.count("batch", batch, 1)

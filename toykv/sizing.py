@@ -32,7 +32,7 @@ def _check_config(config):
 
 # -- per-token and whole-cache sizes ---------------------------------------------
 def _values_per_token_per_layer(config) -> int:
-    """Values one token adds to one attention layer's cache (K and V, or MLA's latent + rope key)."""
+    """Values one token adds to one attention layer's cache: 2 H_kv d_h (K and V), or MLA's r + d_h^R."""
     if config.attention == "mla":
         return config.kv_lora_rank + config.rope_head_dim
     return 2 * config.n_kv_heads * config.head_dim
@@ -51,17 +51,18 @@ def kv_values_per_token(config: ModelConfig) -> int:
 
 
 def kv_bytes_per_token(config: ModelConfig, bytes_per_value=2) -> int:
-    """Bytes one token adds to the cache: kv_values_per_token * bytes_per_value."""
+    """Bytes one token adds to the cache: kv_values_per_token x b (b = bytes_per_value)."""
     size = validate.exact_number("bytes_per_value", bytes_per_value)
     return _whole(kv_values_per_token(config), size, "kv_bytes_per_token")
 
 
 def kv_cache_bytes(config: ModelConfig, tokens, batch=1, bytes_per_value=2, scale_bytes=0) -> int:
-    """Bytes of the cache for `batch` sequences of `tokens` tokens each.
+    """M_KV: bytes of the cache for B = `batch` sequences of S = `tokens` tokens each.
 
-    Full layers store every token, sliding layers min(tokens, sliding_window), linear layers
-    a fixed state of linear_state_values values. scale_bytes > 0 adds one scale of that many
-    bytes per stored token, layer and K/V head (int8 caches keep a float32 scale: 4).
+    MHA/GQA/MQA with every layer full: 2 L H_kv d_h S b B, b = bytes_per_value. Sliding layers
+    store min(S, w) tokens, linear layers a fixed state of linear_state_values values, MLA
+    layers r + d_h^R values per token. scale_bytes > 0 adds one scale of that many bytes per
+    stored token, layer and K/V head (int8 caches keep a float32 scale: 4).
     """
     _check_config(config)
     tokens = validate.count("tokens", tokens, 0)
