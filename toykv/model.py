@@ -21,9 +21,6 @@ from .config import ModelConfig
 from .ops import Ops
 from .sizing import param_count
 
-BATCH_AXIS_HINT = "a batch is token_ids of shape [B, T] with a cache from new_cache(batch=B)"
-
-
 def rope_cos_sin(positions, head_dim: int, theta: float):
     """cos and sin of RoPE's angles at `positions`: [len(positions), head_dim] each.
 
@@ -38,11 +35,13 @@ def rope_cos_sin(positions, head_dim: int, theta: float):
 
 
 class RopeTable:
-    """model.cos or model.sin as if a [max_seq_len, d] table: `table[positions]` computes the
-    rows asked for, so a config with 10**8 positions allocates nothing up front."""
+    """model.cos or model.sin as if a [max_seq_len, d] table. `table[positions]` builds rows
+    only up to the largest position asked for (growing by doubling), so a config with 10**8
+    positions allocates nothing up front and a decode step just indexes, as a full table would."""
 
     def __init__(self, part: int, n_positions: int, head_dim: int, theta: float):
         self.part, self.n_positions, self.head_dim, self.theta = part, n_positions, head_dim, theta
+        self._rows = np.zeros((0, head_dim), np.float32)       # positions 0..len-1, built
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -52,17 +51,26 @@ class RopeTable:
         return self.n_positions
 
     def __getitem__(self, index):
-        if isinstance(index, slice):
-            positions = np.asarray(range(self.n_positions)[index])
-        else:
-            positions = np.asarray(index)
-            if positions.dtype.kind not in "iu":
-                raise IndexError(f"RoPE table positions must be integers, got {positions.dtype}")
-            if np.any((positions < -self.n_positions) | (positions >= self.n_positions)):
+        if isinstance(index, slice):                  # forward's case: positions start..stop-1
+            start, stop, step = index.indices(self.n_positions)
+            self._build(stop)
+            return self._rows[start:stop:step].copy()
+        positions = np.asarray(index)
+        if positions.dtype.kind not in "iu":
+            raise IndexError(f"RoPE table positions must be integers, got {positions.dtype}")
+        if positions.size:
+            low, high = positions.min(), positions.max()
+            if low < -self.n_positions or high >= self.n_positions:
                 raise IndexError(f"position outside [0, max_seq_len={self.n_positions})")
-            positions = positions % self.n_positions
-        table = rope_cos_sin(positions.ravel(), self.head_dim, self.theta)[self.part]
-        return table.reshape(*positions.shape, self.head_dim)
+            positions = positions % self.n_positions if low < 0 else positions
+            self._build(int(positions.max()) + 1)
+        return self._rows[positions]
+
+    def _build(self, need: int):
+        """Rows 0..n-1 for n >= need, doubling: the same bits a full table would hold."""
+        if need > len(self._rows):
+            n = min(self.n_positions, max(need, 2 * len(self._rows), 256))
+            self._rows = rope_cos_sin(np.arange(n), self.head_dim, self.theta)[self.part]
 
     def __array__(self, dtype=None, copy=None):
         validate.fits_in_memory("the whole RoPE table", 16 * self.n_positions * self.head_dim,
@@ -192,7 +200,6 @@ class ToyTransformer:
         rope_dim = config.rope_head_dim if config.attention == "mla" else config.head_dim
         self.cos = RopeTable(0, config.max_seq_len, rope_dim, config.rope_theta)
         self.sin = RopeTable(1, config.max_seq_len, rope_dim, config.rope_theta)
-        self._rope_memo = (np.empty(0, np.int64), None, None)   # last (positions, cos, sin)
 
     # -- weights ----------------------------------------------------------------
     def _init_weights(self, rng):
@@ -230,14 +237,9 @@ class ToyTransformer:
             arrays.append(self.lm_head)
         return sum(a.nbytes for a in arrays)
 
-    def rope(self, positions: np.ndarray):
-        """(cos, sin) [T, d] for these positions; the last answer is kept, since every layer
-        of a forward pass asks for the same positions."""
-        last, cos, sin = self._rope_memo
-        if not np.array_equal(last, positions):
-            cos, sin = self.cos[positions], self.sin[positions]
-            self._rope_memo = (np.array(positions), cos, sin)
-        return cos, sin
+    def rope(self, positions) -> tuple[np.ndarray, np.ndarray]:
+        """(cos, sin) of RoPE's angles at `positions`: [T, d] each (d = d_h, or d_h^R for MLA)."""
+        return self.cos[positions], self.sin[positions]
 
     @property
     def exact(self) -> bool:
@@ -272,17 +274,18 @@ class ToyTransformer:
             4 * B * self.config.n_heads * T * (start + T),                # [B, H, T, Tk] float32
             "feed a long sequence in chunks through a cache")
         positions = np.arange(start, start + T)
-        x = self.embed[ids]                                              # [B, T, D]
+        rope = self.cos[start:start + T], self.sin[start:start + T]      # [T, d] shared by the layers
+        x = self.embed[ids.reshape(-1)]                                  # [B*T, D]: rows b*T + t
         for i, layer in enumerate(self.layers):
             h = self.rms_norm(x, layer["attn_norm"])
-            x = x + self._attention(h, layer, i, positions, cache)
+            x = x + self._attention(h, B, layer, i, positions, cache, rope)
             h = self.rms_norm(x, layer["mlp_norm"])
             x = x + self.mlp(h, layer)
         if cache is not None:
             cache.advance(T)
         x = self.rms_norm(x, self.final_norm)
         head = self.embed.T if self.lm_head is None else self.lm_head    # [D, |V|]
-        logits = self.linear(x, head)                                    # [B, T, |V|]
+        logits = self.ops.matmul(x, head).reshape(B, T, -1)              # [B, T, |V|]
         return logits if batched else logits[0]
 
     __call__ = forward
@@ -305,9 +308,9 @@ class ToyTransformer:
                              "token per sequence and at least one sequence")
         if not np.issubdtype(ids.dtype, np.integer):
             raise ValueError(f"token_ids must be integers, got dtype {ids.dtype}")
-        bad = np.argwhere((ids < 0) | (ids >= self.config.vocab_size))
+        bad = np.flatnonzero((ids < 0) | (ids >= self.config.vocab_size))
         if bad.size:
-            where = tuple(int(j) for j in bad[0])
+            where = tuple(int(j) for j in np.unravel_index(bad[0], ids.shape))
             raise ValueError(f"token id {ids[where]} at index {where if ids.ndim == 2 else where[0]}"
                              f" is outside [0, vocab_size={self.config.vocab_size})")
         return (ids, True) if ids.ndim == 2 else (ids[None], False)
@@ -323,15 +326,10 @@ class ToyTransformer:
                              f"{cache.batch}; give token_ids of shape [{cache.batch}, T]")
         if rows is not None and cache.batch is None:
             raise ValueError(f"token_ids is 2-D ({rows} rows) but the cache holds one sequence; "
-                             + BATCH_AXIS_HINT)
+                             "a batch of B rows needs a cache from new_cache(batch=B)")
         if rows is not None and rows != cache.batch:
             raise ValueError(f"token_ids has {rows} rows but the cache holds a batch of "
                              f"{cache.batch} sequences")
-
-    def linear(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """x [..., n_in] @ w [n_in, n_out] -> [..., n_out], every row in one matrix product."""
-        out = self.ops.matmul(x.reshape(-1, x.shape[-1]), w)             # [rows, n_out]
-        return out.reshape(*x.shape[:-1], w.shape[1])
 
     def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """x / sqrt(mean(x^2) + eps) * weight, over the last axis."""
@@ -339,36 +337,38 @@ class ToyTransformer:
         return x / np.sqrt(mean_sq + np.float32(self.config.norm_eps)) * weight
 
     def mlp(self, h: np.ndarray, layer: dict) -> np.ndarray:
-        """SwiGLU: (silu(h W_gate) * (h W_up)) W_down. [..., D] -> [..., D]"""
-        gate = self.linear(h, layer["w_gate"])                           # [..., F]
-        up = self.linear(h, layer["w_up"])                               # [..., F]
+        """SwiGLU: (silu(h W_gate) * (h W_up)) W_down. [T, D] -> [T, D]"""
+        gate = self.ops.matmul(h, layer["w_gate"])                       # [T, F]
+        up = self.ops.matmul(h, layer["w_up"])                           # [T, F]
         act = np.negative(gate)              # silu(gate) * up = gate / (1 + e^-gate) * up,
         np.exp(act, out=act)                 # computed in place: no [T, F] temporaries
         act += 1
         np.divide(gate, act, out=act)
         act *= up
-        return self.linear(act, layer["w_down"])
+        return self.ops.matmul(act, layer["w_down"])
 
     def attention(self, h, layer, i, positions, cache):
         """Attention of layer i for the new tokens at `positions` [T] (shared by the rows):
         h [T, D] or [B, T, D] -> the same shape. With a cache, their K and V are stored in it
         (call cache.advance(T) after the last layer, as forward does)."""
-        one = h.ndim == 2                                                # one sequence
+        B = 1 if h.ndim == 2 else len(h)
         if cache is not None:
-            self._check_cache(cache, None if one else len(h))
-        out = self._attention(h[None] if one else h, layer, i, positions, cache)
-        return out[0] if one else out
+            self._check_cache(cache, None if h.ndim == 2 else B)
+        out = self._attention(h.reshape(-1, h.shape[-1]), B, layer, i, positions, cache,
+                              self.rope(positions))
+        return out.reshape(h.shape)
 
-    def _attention(self, h, layer, i, positions, cache):
-        """attention() without the checks: h [B, T, D] -> [B, T, D]."""
+    def _attention(self, h, B, layer, i, positions, cache, rope):
+        """attention() without the checks, on B sequences as rows: h [B*T, D] -> [B*T, D].
+        rope = (cos, sin) [T, d] of the positions."""
         if self.config.attention == "mla":
-            return self.mla_attention(h, layer, i, positions, cache)
-        c = self.config
-        B, T, H, Hkv, hd = *h.shape[:2], c.n_heads, c.n_kv_heads, c.head_dim
-        cos, sin = self.rope(positions)                                  # [T, d_h] each
-        q = self.linear(h, layer["wq"]).reshape(B, T, H, hd).transpose(0, 2, 1, 3)
-        k = self.linear(h, layer["wk"]).reshape(B, T, Hkv, hd)           # q: [B, H, T, d_h]
-        v = self.linear(h, layer["wv"]).reshape(B, T, Hkv, hd)           # k, v: [B, T, H_kv, d_h]
+            return self.mla_attention(h, B, layer, i, positions, cache, rope)
+        c, mm = self.config, self.ops.matmul
+        T, H, Hkv, hd = len(h) // B, c.n_heads, c.n_kv_heads, c.head_dim
+        cos, sin = rope                                                  # [T, d_h] each
+        q = mm(h, layer["wq"]).reshape(B, T, H, hd).transpose(0, 2, 1, 3)  # [B, H, T, d_h]
+        k = mm(h, layer["wk"]).reshape(B, T, Hkv, hd)                    # [B, T, H_kv, d_h]
+        v = mm(h, layer["wv"]).reshape(B, T, Hkv, hd)                    # [B, T, H_kv, d_h]
         q = apply_rope(q, cos, sin)
         k = apply_rope(k.transpose(0, 2, 1, 3), cos, sin).transpose(0, 2, 1, 3)
         if cache is None:
@@ -376,28 +376,27 @@ class ToyTransformer:
         else:
             kv, key_pos = cache._update(i, {"k": k, "v": v})
             k, v = kv["k"], kv["v"]                                      # [B, Tk, H_kv, d_h]
-        mm = self.ops.matmul
         q = q.reshape(B, Hkv, H // Hkv, T, hd)                           # query heads grouped by KV head
         kT = k.transpose(0, 2, 3, 1)[:, :, None]                         # [B, H_kv, 1, d_h, Tk]
         scores = mm(q, kT)                                               # [B, H_kv, G, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
         p = self.softmax(scores, self.mask(positions, key_pos, i))
         out = mm(p, v.transpose(0, 2, 1, 3)[:, :, None])                 # [B, H_kv, G, T, d_h]
-        out = out.reshape(B, H, T, hd).transpose(0, 2, 1, 3).reshape(B, T, H * hd)
-        return self.linear(out, layer["wo"])                             # [B, T, D]
+        out = out.reshape(B, H, T, hd).transpose(0, 2, 1, 3).reshape(B * T, H * hd)
+        return mm(out, layer["wo"])                                      # [B*T, D]
 
-    def mla_attention(self, h, layer, i, positions, cache):
-        """DeepSeek-V2 latent attention (deepseek2024v2), h [B, T, D]; self.absorb picks the
-        absorbed or expanded form. The cache holds c_kv [r] and k_rope [d_h^R] per token."""
+    def mla_attention(self, h, B, layer, i, positions, cache, rope):
+        """DeepSeek-V2 latent attention (deepseek2024v2) on B sequences as rows, h [B*T, D];
+        self.absorb picks the absorbed or expanded form. The cache holds c_kv [r] and
+        k_rope [d_h^R] per token."""
         c, mm = self.config, self.ops.matmul
-        B, T = h.shape[:2]
-        H, hd, r, rd = c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
-        cos, sin = self.rope(positions)
-        q = self.linear(h, layer["wq"]).reshape(B, T, H, hd + rd).transpose(0, 2, 1, 3)
+        T, H, hd, r, rd = len(h) // B, c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
+        cos, sin = rope                                                  # [T, d_h^R] each
+        q = mm(h, layer["wq"]).reshape(B, T, H, hd + rd).transpose(0, 2, 1, 3)
         q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)  # [B, H, T, d_h + d_h^R]
-        ckv = self.linear(h, layer["w_dkv"])                             # [B, T, r + d_h^R]
-        c_kv = self.rms_norm(ckv[..., :r], layer["kv_norm"])             # [B, T, r] the latent
-        k_rope = apply_rope(ckv[..., r:], cos, sin)                      # [B, T, d_h^R] shared
+        ckv = mm(h, layer["w_dkv"])                                      # [B*T, r + d_h^R]
+        c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(B, T, r)   # the latent
+        k_rope = apply_rope(ckv[:, r:].reshape(B, T, rd), cos, sin)      # [B, T, d_h^R] shared
         if cache is None:
             key_pos = positions
         else:
@@ -410,8 +409,9 @@ class ToyTransformer:
             q_lat = mm(q_nope, w_uk)                                     # [B, H, T, r]
             scores = mm(q_lat, c_kv.transpose(0, 2, 1)[:, None]) + rope_scores
         else:                # expand every cached latent into per-head K and V
-            k_nope = self.linear(c_kv, layer["w_uk"]).reshape(B, Tk, H, hd).transpose(0, 2, 1, 3)
-            v = self.linear(c_kv, layer["w_uv"]).reshape(B, Tk, H, hd).transpose(0, 2, 1, 3)
+            latents = c_kv.reshape(B * Tk, r)
+            k_nope = mm(latents, layer["w_uk"]).reshape(B, Tk, H, hd).transpose(0, 2, 1, 3)
+            v = mm(latents, layer["w_uv"]).reshape(B, Tk, H, hd).transpose(0, 2, 1, 3)
             scores = mm(q_nope, k_nope.transpose(0, 1, 3, 2)) + rope_scores   # [B, H, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd + rd))
         p = self.softmax(scores, self.mask(positions, key_pos, i))
@@ -420,7 +420,7 @@ class ToyTransformer:
             out = mm(mm(p, c_kv[:, None]), w_uv)                         # [B, H, T, d_h]
         else:
             out = mm(p, v)                                               # [B, H, T, d_h]
-        return self.linear(out.transpose(0, 2, 1, 3).reshape(B, T, H * hd), layer["wo"])
+        return mm(out.transpose(0, 2, 1, 3).reshape(B * T, H * hd), layer["wo"])   # [B*T, D]
 
     def mask(self, positions, key_pos, layer):
         """True where query position may see key position: causal, and inside the window."""

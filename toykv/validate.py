@@ -15,6 +15,7 @@ wrong type, e.g. 2.5 heads: the course's rule is one kind of error for every bad
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
@@ -23,7 +24,8 @@ from fractions import Fraction
 
 def count(name: str, value, minimum: int = 0, maximum: int | None = None) -> int:
     """An integer in [minimum, maximum]; numpy integers accepted, floats and bools refused."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if type(value) is not int and (isinstance(value, bool)                # fast path: int
+                                   or not isinstance(value, numbers.Integral)):
         rule = f"an integer >= {minimum}" if maximum is None else \
             f"an integer in [{minimum}, {maximum}]"
         raise ValueError(f"{name} must be {rule}, got {value!r} ({type(value).__name__})")
@@ -83,6 +85,7 @@ def flag(name: str, value) -> bool:
     return value
 
 
+@functools.cache
 def machine_memory_bytes() -> int | None:
     """Physical memory of this machine in bytes, or None where the OS does not say."""
     try:
