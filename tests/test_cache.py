@@ -29,7 +29,7 @@ def test_nbytes_equals_formula_while_filling(n_kv_heads):
 
 @pytest.mark.parametrize("n_kv_heads, expected", [(8, 2_097_152), (2, 524_288), (1, 262_144)])
 def test_source_toy_figures_after_1024_token_prefill(n_kv_heads, expected):
-    # figures from the blog post (source_blog_numpy_toy), "Result 3": 2 x 2 x H_kv x 16 x 1,024 x 4 bytes
+    # source_blog_numpy_toy, "Result 3": 2 x 2 x H_kv x 16 x 1,024 x 4 bytes
     config = source_toy(n_kv_heads=n_kv_heads)
     assert config.max_seq_len >= 1024
     model = ToyTransformer(config)

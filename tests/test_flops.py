@@ -120,13 +120,18 @@ def test_a_batch_costs_batch_times_one_sequence_on_the_counter(name):
 
 @pytest.mark.parametrize("call, name", [
     (lambda c: forward_flops(c, 0), "n_new"), (lambda c: forward_flops(c, 1.0), "n_new"),
-    (lambda c: forward_flops(c, 1, -1), "n_cached"), (lambda c: forward_flops(c, 1, True), "n_cached"),
-    (lambda c: forward_flops(c, 1, batch=0), "batch"), (lambda c: forward_flops(c, 1, batch=2.0), "batch"),
-    (lambda c: forward_flops(c, 1, batch=True), "batch"), (lambda c: forward_flops(c, 1, absorb=1), "absorb"),
+    (lambda c: forward_flops(c, 1, -1), "n_cached"),
+    (lambda c: forward_flops(c, 1, True), "n_cached"),
+    (lambda c: forward_flops(c, 1, batch=0), "batch"),
+    (lambda c: forward_flops(c, 1, batch=2.0), "batch"),
+    (lambda c: forward_flops(c, 1, batch=True), "batch"),
+    (lambda c: forward_flops(c, 1, absorb=1), "absorb"),
     (lambda c: full_pass_flops(c, 0), "seq_len"), (lambda c: cached_step_flops(c, 0), "context"),
-    (lambda c: generation_flops(c, 0, 3), "prompt_len"), (lambda c: generation_flops(c, 4, -1), "new_tokens"),
+    (lambda c: generation_flops(c, 0, 3), "prompt_len"),
+    (lambda c: generation_flops(c, 4, -1), "new_tokens"),
     (lambda c: generation_flops(c, 4, 3, use_cache="yes"), "use_cache"),
-    (lambda c: source_full_pass_flops(c, 2.5), "seq_len"), (lambda c: forward_flops("toy", 1), "config"),
+    (lambda c: source_full_pass_flops(c, 2.5), "seq_len"),
+    (lambda c: forward_flops("toy", 1), "config"),
 ])
 def test_formulas_reject_bad_arguments(call, name):
     with pytest.raises(ValueError, match=name):

@@ -131,3 +131,11 @@ def test_determinism_same_seed_same_tokens_different_seed_different():
     first = generate(toy(seed=11), PROMPT, 20)
     assert first == generate(toy(seed=11), PROMPT, 20)
     assert first != generate(toy(seed=12), PROMPT, 20)
+
+
+def test_numpy_prompts_and_counts_are_accepted():
+    model = toy()
+    free = generate(model, PROMPT, 5)
+    assert generate(model, np.array(PROMPT), np.int64(5)) == free
+    stop = np.int64(free[2])
+    assert generate(model, PROMPT, 5, stop_ids=stop) == free[:free.index(free[2]) + 1]

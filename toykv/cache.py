@@ -101,7 +101,7 @@ class KVCache:
 
     # -- reading ---------------------------------------------------------------------
     def stored(self, layer: int, name: str) -> np.ndarray:
-        """The values one layer holds in position order, as float32: [held, ...] ([B, held, ...])."""
+        """The values one layer holds in position order, as float32 [held, ...] ([B, held, ...])."""
         layer = validate.count("layer", layer, 0, self.config.n_layers - 1)
         validate.choice("name", name, self.names)
         rows = self._read(layer, name, self.length - self.held(layer), self.length)
@@ -112,7 +112,7 @@ class KVCache:
         return array if self.batch else array[None]
 
     def _read(self, layer: int, name: str, first: int, end: int) -> np.ndarray:
-        """Positions first..end-1 of one layer as float32 [B, end - first, ...] (a view when it can)."""
+        """Positions first..end-1 of one layer as float32 [B, end - first, ...] (a view if it can)."""
         arrays, cap = self.layers[layer], self.capacity[layer]
         if end <= cap:                                  # no slot reused yet: one block
             slots = slice(first, end)
@@ -120,7 +120,8 @@ class KVCache:
             slots = np.arange(first, end) % cap
         values = self._rows(arrays[name])[:, slots]
         if self.kv_dtype == "int8":
-            return values.astype(np.float32) * self._rows(arrays[name + "_scale"])[:, slots][..., None]
+            scale = self._rows(arrays[name + "_scale"])[:, slots]
+            return values.astype(np.float32) * scale[..., None]
         return values.astype(np.float32, copy=False)
 
     # -- writing ---------------------------------------------------------------------

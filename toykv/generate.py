@@ -48,8 +48,8 @@ def decode_steps(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
     """
     ids, batched = model._check_ids(prompt_ids)
     if batched:
-        raise ValueError(f"prompt_ids must be one sequence of token ids (1-D), got shape {ids.shape}; "
-                         "for a batch use model.new_cache(batch=B) and model.forward")
+        raise ValueError(f"prompt_ids must be one sequence of token ids (1-D), got shape "
+                         f"{ids.shape}; for a batch use model.new_cache(batch=B) and model.forward")
     ids = [int(t) for t in ids[0]]
     max_new_tokens = validate.count("max_new_tokens", max_new_tokens, 0)
     validate.flag("use_cache", use_cache)

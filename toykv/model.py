@@ -21,6 +21,7 @@ from .config import ModelConfig
 from .ops import Ops
 from .sizing import param_count
 
+
 def rope_cos_sin(positions, head_dim: int, theta: float):
     """cos and sin of RoPE's angles at `positions`: [len(positions), head_dim] each.
 
@@ -127,7 +128,7 @@ def _checked(name: str, array, shape) -> np.ndarray:
 
 def check_weights(weights, config: ModelConfig) -> dict:
     """Given weights as float32 arrays, after checking names, shapes and values against the
-    config: {'embed', 'final_norm', 'lm_head', 'layers': [one dict per layer]} (see weight_shapes)."""
+    config: {'embed', 'final_norm', 'lm_head', 'layers': [a dict per layer]} (weight_shapes)."""
     shapes = weight_shapes(config)
     if not isinstance(weights, dict):
         raise ValueError(f"weights must be a dict, got {type(weights).__name__}")
@@ -274,7 +275,7 @@ class ToyTransformer:
             4 * B * self.config.n_heads * T * (start + T),                # [B, H, T, Tk] float32
             "feed a long sequence in chunks through a cache")
         positions = np.arange(start, start + T)
-        rope = self.cos[start:start + T], self.sin[start:start + T]      # [T, d] shared by the layers
+        rope = self.cos[start:start + T], self.sin[start:start + T]      # [T, d], every layer
         x = self.embed[ids.reshape(-1)]                                  # [B*T, D]: rows b*T + t
         for i, layer in enumerate(self.layers):
             h = self.rms_norm(x, layer["attn_norm"])
@@ -311,8 +312,9 @@ class ToyTransformer:
         bad = np.flatnonzero((ids < 0) | (ids >= self.config.vocab_size))
         if bad.size:
             where = tuple(int(j) for j in np.unravel_index(bad[0], ids.shape))
-            raise ValueError(f"token id {ids[where]} at index {where if ids.ndim == 2 else where[0]}"
-                             f" is outside [0, vocab_size={self.config.vocab_size})")
+            index = where if ids.ndim == 2 else where[0]
+            raise ValueError(f"token id {ids[where]} at index {index} is outside "
+                             f"[0, vocab_size={self.config.vocab_size})")
         return (ids, True) if ids.ndim == 2 else (ids[None], False)
 
     def _check_cache(self, cache, rows: int | None):
@@ -376,7 +378,7 @@ class ToyTransformer:
         else:
             kv, key_pos = cache._update(i, {"k": k, "v": v})
             k, v = kv["k"], kv["v"]                                      # [B, Tk, H_kv, d_h]
-        q = q.reshape(B, Hkv, H // Hkv, T, hd)                           # query heads grouped by KV head
+        q = q.reshape(B, Hkv, H // Hkv, T, hd)                           # grouped by KV head
         kT = k.transpose(0, 2, 3, 1)[:, :, None]                         # [B, H_kv, 1, d_h, Tk]
         scores = mm(q, kT)                                               # [B, H_kv, G, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
@@ -401,7 +403,7 @@ class ToyTransformer:
             key_pos = positions
         else:
             kv, key_pos = cache._update(i, {"c_kv": c_kv, "k_rope": k_rope})
-            c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [B, Tk, r], [B, Tk, d_h^R]
+            c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [B, Tk, r], [.., d_h^R]
         Tk = len(key_pos)
         rope_scores = mm(q_rope, k_rope.transpose(0, 2, 1)[:, None])     # [B, H, T, Tk]
         if self.absorb:      # fold W_UK into the query, W_UV after the weighted sum
