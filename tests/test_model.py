@@ -173,24 +173,34 @@ def test_attention_of_one_sequence_2d_as_chapter_1_calls_it():
 
 # -- RoPE for any length -------------------------------------------------------------------
 
-def test_rope_for_10_to_the_8_positions_builds_nothing_up_front():
+def test_rope_for_10_to_the_8_positions_builds_only_the_rows_used():
     tracemalloc.start()
     model = make_model("mha", max_seq_len=10**8)          # a full table would be 6.4 GB
+    far = model.cos[[10**8 - 1]], model.sin[10**8 - 2]    # a lone far position: no table
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 10 * 2**20
-    assert model.cos.shape == (10**8, 8)
+    assert model.cos.shape == (10**8, 8) and far[0].shape == (1, 8) and far[1].shape == (8,)
     positions = np.arange(40)
     one = np.ones((40, 8))                                 # RoPE of all-ones rows, by hand:
     expected = ref_rope(one, positions, 10000.0)           # cos(a) - sin(a) / cos(a) + sin(a)
     half = model.sin[positions][:, :4]
     got = model.cos[positions] + np.concatenate([-half, half], axis=1)
     np.testing.assert_allclose(got, expected, atol=1e-6)
-    assert model.cos[[10**8 - 1]].shape == (1, 8)
     with pytest.raises(IndexError):
         model.cos[[10**8]]
     ids = token_ids(9)
     np.testing.assert_allclose(model.forward(ids), ref_forward(model, ids), atol=1e-5, rtol=1e-5)
+
+
+def test_rope_rows_are_the_same_however_they_are_asked_for():
+    model, other = make_model("mha"), make_model("mha")
+    table = model.cos[np.arange(64)]                       # built in one go
+    for start in range(0, 64, 7):                          # built by slices, doubling
+        assert np.array_equal(other.cos[start:start + 7], table[start:start + 7])
+    long_table = make_model("mha", max_seq_len=10_000).cos[np.arange(10_000)]
+    alone = make_model("mha", max_seq_len=10_000).cos[[9_999, 5]]    # far: computed alone
+    assert np.array_equal(alone, long_table[[9_999, 5]])
 
 
 def test_rope_table_as_an_array_for_a_small_model():

@@ -36,9 +36,10 @@ def rope_cos_sin(positions, head_dim: int, theta: float):
 
 
 class RopeTable:
-    """model.cos or model.sin as if a [max_seq_len, d] table. `table[positions]` builds rows
-    only up to the largest position asked for (growing by doubling), so a config with 10**8
-    positions allocates nothing up front and a decode step just indexes, as a full table would."""
+    """model.cos or model.sin as if a [max_seq_len, d] table. `table[positions]` keeps the rows
+    of positions 0, 1, 2, ... built so far and extends them by doubling as a sequence grows, so
+    a decode step just indexes; a position far beyond them is computed alone. A config with
+    10**8 positions allocates nothing up front."""
 
     def __init__(self, part: int, n_positions: int, head_dim: int, theta: float):
         self.part, self.n_positions, self.head_dim, self.theta = part, n_positions, head_dim, theta
@@ -54,24 +55,32 @@ class RopeTable:
     def __getitem__(self, index):
         if isinstance(index, slice):                  # forward's case: positions start..stop-1
             start, stop, step = index.indices(self.n_positions)
-            self._build(stop)
-            return self._rows[start:stop:step].copy()
-        positions = np.asarray(index)
-        if positions.dtype.kind not in "iu":
-            raise IndexError(f"RoPE table positions must be integers, got {positions.dtype}")
-        if positions.size:
-            low, high = positions.min(), positions.max()
-            if low < -self.n_positions or high >= self.n_positions:
+            if step == 1 and self._extend(stop, max(stop - start, 0)):
+                return self._rows[start:stop].copy()
+            positions = np.arange(start, stop, step)
+        else:
+            positions = np.asarray(index)
+            if positions.dtype.kind not in "iu":
+                raise IndexError(f"RoPE table positions must be integers, got {positions.dtype}")
+            if positions.size and (positions.min() < -self.n_positions
+                                   or positions.max() >= self.n_positions):
                 raise IndexError(f"position outside [0, max_seq_len={self.n_positions})")
-            positions = positions % self.n_positions if low < 0 else positions
-            self._build(int(positions.max()) + 1)
-        return self._rows[positions]
+            positions = positions % self.n_positions
+        if not positions.size or self._extend(int(positions.max()) + 1, positions.size):
+            return self._rows[positions]
+        rows = rope_cos_sin(positions.ravel(), self.head_dim, self.theta)[self.part]
+        return rows.reshape(*positions.shape, self.head_dim)   # far positions: computed alone
 
-    def _build(self, need: int):
-        """Rows 0..n-1 for n >= need, doubling: the same bits a full table would hold."""
-        if need > len(self._rows):
-            n = min(self.n_positions, max(need, 2 * len(self._rows), 256))
-            self._rows = rope_cos_sin(np.arange(n), self.head_dim, self.theta)[self.part]
+    def _extend(self, need: int, asked: int) -> bool:
+        """Build rows 0..need-1 if that costs at most about twice what is built or asked for
+        (a growing sequence, a prefill); True when rows 0..need-1 are there."""
+        if need <= len(self._rows):
+            return True
+        if need > 2 * max(len(self._rows), asked, 128):
+            return False
+        n = min(self.n_positions, max(need, 2 * len(self._rows), 256))
+        self._rows = rope_cos_sin(np.arange(n), self.head_dim, self.theta)[self.part]
+        return True
 
     def __array__(self, dtype=None, copy=None):
         validate.fits_in_memory("the whole RoPE table", 16 * self.n_positions * self.head_dim,
