@@ -29,7 +29,7 @@ def test_derived_fields():
 
 
 def test_source_toy_is_the_blog_posts_model():
-    # source 003, section 3: 2 layers, d_model 128, 8 heads of 16, MLP 512, vocab 512
+    # source_blog_numpy_toy, section 3: 2 layers, d_model 128, 8 heads of 16, MLP 512, vocab 512
     c = source_toy()
     assert (c.n_layers, c.d_model, c.n_heads, c.head_dim, c.d_ff, c.vocab_size) == \
         (2, 128, 8, 16, 512, 512)
@@ -165,3 +165,15 @@ def test_flags_must_be_bools(field, value):
 @pytest.mark.parametrize("value", ["full", 3, [1, 2]])
 def test_layer_types_must_be_a_sequence_of_kinds(value):
     bad("layer_types", layer_types=value)
+
+
+def test_rope_of_a_derived_head_dim_equals_a_given_one():
+    """A derived head_dim must not change RoPE's float32 arithmetic (numpy promotes int
+    subclasses to int64, which would turn the frequency division into float64)."""
+    from toykv.model import rope_cos_sin
+
+    derived = ModelConfig(**BASE).head_dim
+    assert type(derived) is not int and derived == 8
+    for a, b in zip(rope_cos_sin(np.arange(50), derived, 10000.0),
+                    rope_cos_sin(np.arange(50), 8, 10000.0)):
+        assert np.array_equal(a, b)

@@ -1,35 +1,23 @@
 """toykv.flops formulas against the FLOPs the model's counter actually counts."""
 import numpy as np
 import pytest
+from conftest import BASE, VARIANTS, batch_ids, counted
+from conftest import make_model as variant_model
 
 from toykv import ModelConfig, ToyTransformer, decode_steps, source_toy
 from toykv.flops import (cached_step_flops, forward_flops, full_pass_flops, generation_flops,
                          source_cached_step_flops, source_full_pass_flops)
 
-BASE = dict(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=64)
-MLA = dict(attention="mla", kv_lora_rank=8, rope_head_dim=4)
-VARIANTS = {
-    "mha": ({}, False), "gqa": (dict(n_kv_heads=2), False), "mqa": (dict(n_kv_heads=1), False),
-    "mla_expanded": (MLA, False), "mla_absorbed": (MLA, True),
-    "sliding": (dict(sliding_window=4), False),
-    "mixed": (dict(sliding_window=4, layer_types=("sliding", "full")), False),
-    "head_dim_given": (dict(head_dim=12, n_kv_heads=2, tie_embeddings=False), False),
-}
+FLOP_VARIANTS = {**VARIANTS,
+                 "head_dim_given": (dict(head_dim=12, n_kv_heads=2, tie_embeddings=False), False)}
 
 
 def make_model(name):
-    changes, absorb = VARIANTS[name]
-    model = ToyTransformer(ModelConfig(**{**BASE, **changes}), absorb=absorb)
-    return model, absorb
+    changes, absorb = FLOP_VARIANTS[name]
+    return ToyTransformer(ModelConfig(**{**BASE, **changes}), absorb=absorb), absorb
 
 
-def counted(model, token_ids, cache=None):
-    before = model.flops
-    model.forward(token_ids, cache)
-    return model.flops - before
-
-
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", FLOP_VARIANTS)
 def test_counter_equals_formula_for_prefill_chunks_and_decode(name):
     model, absorb = make_model(name)
     cfg, cache = model.config, model.new_cache()
@@ -40,7 +28,7 @@ def test_counter_equals_formula_for_prefill_chunks_and_decode(name):
     assert counted(model, list(range(20))) == full_pass_flops(cfg, 20, absorb)
 
 
-@pytest.mark.parametrize("name", VARIANTS)
+@pytest.mark.parametrize("name", FLOP_VARIANTS)
 @pytest.mark.parametrize("use_cache", [True, False])
 def test_generation_flops_match_each_step(name, use_cache):
     model, absorb = make_model(name)
@@ -106,9 +94,51 @@ def test_uncached_generation_costs_more_and_grows_faster():
     assert np.all(steps == cfg.n_layers * 4 * cfg.n_heads * cfg.head_dim)
 
 
-def test_formulas_reject_bad_lengths():
-    with pytest.raises(ValueError, match="n_new"):
-        forward_flops(source_toy(), 0)
-    with pytest.raises(ValueError, match="n_cached"):
-        forward_flops(source_toy(), 1, -1)
+# -- batches ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", FLOP_VARIANTS)
+def test_counter_equals_formula_for_batched_passes(name):
+    model, absorb = make_model(name)
+    cfg, B = model.config, 3
+    cache = model.new_cache(batch=B)
+    assert counted(model, batch_ids(B, 9), cache) == forward_flops(cfg, 9, 0, absorb, batch=B)
+    for context in range(10, 16):                   # decode steps, windows wrapping
+        assert counted(model, batch_ids(B, 1, seed=context), cache) == \
+            cached_step_flops(cfg, context, absorb, batch=B)
+    assert counted(model, batch_ids(B, 20)) == full_pass_flops(cfg, 20, absorb, batch=B)
+
+
+@pytest.mark.parametrize("name", ["mha", "mla_absorbed", "mixed"])
+def test_a_batch_costs_batch_times_one_sequence_on_the_counter(name):
+    model, ids = variant_model(name), batch_ids(4, 7)
+    alone = sum(counted(model, row) for row in ids)               # four separate passes
+    assert counted(model, ids) == alone
+    assert forward_flops(model.config, 7, 0, model.absorb, batch=4) == alone
+    steps = generation_flops(model.config, 5, 6, absorb=model.absorb, batch=4)
+    assert steps == [4 * s for s in generation_flops(model.config, 5, 6, absorb=model.absorb)]
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda c: forward_flops(c, 0), "n_new"), (lambda c: forward_flops(c, 1.0), "n_new"),
+    (lambda c: forward_flops(c, 1, -1), "n_cached"),
+    (lambda c: forward_flops(c, 1, True), "n_cached"),
+    (lambda c: forward_flops(c, 1, batch=0), "batch"),
+    (lambda c: forward_flops(c, 1, batch=2.0), "batch"),
+    (lambda c: forward_flops(c, 1, batch=True), "batch"),
+    (lambda c: forward_flops(c, 1, absorb=1), "absorb"),
+    (lambda c: full_pass_flops(c, 0), "seq_len"), (lambda c: cached_step_flops(c, 0), "context"),
+    (lambda c: generation_flops(c, 0, 3), "prompt_len"),
+    (lambda c: generation_flops(c, 4, -1), "new_tokens"),
+    (lambda c: generation_flops(c, 4, 3, use_cache="yes"), "use_cache"),
+    (lambda c: source_full_pass_flops(c, 2.5), "seq_len"),
+    (lambda c: forward_flops("toy", 1), "config"),
+])
+def test_formulas_reject_bad_arguments(call, name):
+    with pytest.raises(ValueError, match=name):
+        call(source_toy())
+
+
+def test_numpy_integers_are_counts_and_zero_new_tokens_is_no_step():
+    assert forward_flops(source_toy(), np.int64(3), np.int32(2), batch=np.int64(2)) == \
+        forward_flops(source_toy(), 3, 2, batch=2)
     assert generation_flops(source_toy(), 4, 0) == []

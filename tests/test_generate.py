@@ -1,21 +1,15 @@
 """Greedy generation: the cache changes no token; each Step reports what it did."""
 import numpy as np
 import pytest
+from conftest import BASE, VARIANTS, make_model
 
-from toykv import ModelConfig, Step, ToyTransformer, decode_steps, generate
+from toykv import Step, decode_steps, generate
 
-BASE = dict(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=64)
-VARIANTS = {
-    "mha": {}, "gqa": dict(n_kv_heads=2), "mqa": dict(n_kv_heads=1),
-    "mla": dict(attention="mla", kv_lora_rank=8, rope_head_dim=4),
-    "sliding": dict(sliding_window=4),
-    "mixed": dict(sliding_window=4, layer_types=("sliding", "full")),
-}
 PROMPT = [5, 17, 3, 42, 8, 8, 1]
 
 
 def toy(name="mha", seed=0, exact=False):
-    return ToyTransformer(ModelConfig(**{**BASE, **VARIANTS[name]}), seed=seed, exact=exact)
+    return make_model(name, exact=exact, seed=seed)
 
 
 @pytest.mark.parametrize("name", VARIANTS)
@@ -79,20 +73,69 @@ def test_generate_rejects_bad_max_new_tokens(bad):
         generate(toy(), PROMPT, bad)
 
 
-@pytest.mark.parametrize("bad", [[], [64], [1.5], [[1, 2]]])
+@pytest.mark.parametrize("bad", [[], [64], [1.5], [[1, 2]], [[1, 2], [3]]])
 def test_generate_rejects_bad_prompts(bad):
     with pytest.raises(ValueError, match="token"):
         generate(toy(), bad, 3)
 
 
-def test_generation_past_max_seq_len_raises():
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_generation_that_cannot_fit_is_refused_before_any_forward_pass(use_cache):
     model = toy()
+    fits = BASE["max_seq_len"] - len(PROMPT) + 1     # the last new token is never fed back
     with pytest.raises(ValueError, match="max_seq_len"):
-        generate(model, PROMPT, BASE["max_seq_len"])
-    assert len(generate(model, PROMPT, BASE["max_seq_len"] - len(PROMPT) + 1)) == 58
+        decode_steps(model, PROMPT, fits + 1, use_cache=use_cache)   # at the call, not later
+    with pytest.raises(ValueError, match="max_seq_len"):
+        generate(model, PROMPT, 10**9, use_cache=use_cache)
+    assert model.flops == 0                          # nothing was run
+    assert len(generate(model, PROMPT, fits, use_cache=use_cache)) == 58
+
+
+def test_prompt_longer_than_max_seq_len_is_refused_even_for_zero_tokens():
+    with pytest.raises(ValueError, match="max_seq_len"):
+        generate(toy(), [1] * (BASE["max_seq_len"] + 1), 0)
+
+
+# -- stop tokens ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("use_cache", [True, False])
+@pytest.mark.parametrize("name", ["gqa", "mla_absorbed", "mixed"])
+def test_stop_ids_end_generation_with_the_stop_token(name, use_cache):
+    model = toy(name)
+    free = generate(model, PROMPT, 20, use_cache=use_cache)
+    stop = free[5]                                   # a token it produces at step 5 (or earlier)
+    first = free.index(stop)
+    expected = free[:first + 1]                      # as Hugging Face: the stop token is kept
+    assert generate(model, PROMPT, 20, use_cache, stop_ids=[stop]) == expected
+    assert generate(model, PROMPT, 20, use_cache, stop_ids=stop) == expected
+    assert generate(model, PROMPT, 20, use_cache, stop_ids=np.array([stop])) == expected
+    steps = list(decode_steps(model, PROMPT, 20, use_cache, stop_ids={stop}))
+    assert [s.token for s in steps] == expected and steps[-1].token == stop
+
+
+def test_stop_ids_never_produced_change_nothing():
+    model = toy()
+    free = generate(model, PROMPT, 15)
+    unused = [t for t in range(BASE["vocab_size"]) if t not in free]
+    assert generate(model, PROMPT, 15, stop_ids=unused) == free
+    assert generate(model, PROMPT, 15, stop_ids=[]) == free
+
+
+@pytest.mark.parametrize("bad", [-1, 64, 1.5, True, "2", ["a"], [[1, 2], [3]]])
+def test_bad_stop_ids_are_refused(bad):
+    with pytest.raises(ValueError, match="stop_ids"):
+        generate(toy(), PROMPT, 3, stop_ids=bad)
 
 
 def test_determinism_same_seed_same_tokens_different_seed_different():
     first = generate(toy(seed=11), PROMPT, 20)
     assert first == generate(toy(seed=11), PROMPT, 20)
     assert first != generate(toy(seed=12), PROMPT, 20)
+
+
+def test_numpy_prompts_and_counts_are_accepted():
+    model = toy()
+    free = generate(model, PROMPT, 5)
+    assert generate(model, np.array(PROMPT), np.int64(5)) == free
+    stop = np.int64(free[2])
+    assert generate(model, PROMPT, 5, stop_ids=stop) == free[:free.index(free[2]) + 1]

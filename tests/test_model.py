@@ -1,104 +1,41 @@
-"""ToyTransformer: an independent numpy reference, cached vs recomputed logits, MLA forms, windows."""
+"""ToyTransformer: an independent float64 reference for every attention variant, cached vs
+recomputed logits, batches row by row, RoPE for any length, and weights checked on the way in."""
+import tracemalloc
+
 import numpy as np
 import pytest
+from conftest import (BASE, KV_DTYPES, MLA, VARIANTS, batch_ids, config, make_model,
+                      ref_forward, ref_rope, token_ids)
 
-from toykv import ModelConfig, ToyTransformer, generate
+from toykv import ModelConfig, ToyTransformer, generate, zoo
+from toykv.model import weight_shapes
 
-BASE = dict(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=64)
-MLA = dict(attention="mla", kv_lora_rank=8, rope_head_dim=4)
-
-# name -> (config changes, MLA absorbed form?)
-VARIANTS = {
-    "mha": ({}, False),
-    "gqa": (dict(n_kv_heads=2), False),
-    "mqa": (dict(n_kv_heads=1), False),
-    "mla_expanded": (MLA, False),
-    "mla_absorbed": (MLA, True),
-    "sliding": (dict(sliding_window=4), False),
-    "mixed": (dict(sliding_window=4, layer_types=("sliding", "full")), False),
-}
+# -- the independent reference (tests/conftest.py: per-head loops in float64) --------------
 
 
-def make_model(name, exact=False, seed=0, **changes):
-    kw, absorb = VARIANTS[name]
-    return ToyTransformer(ModelConfig(**{**BASE, **kw, **changes}), seed=seed, exact=exact,
-                          absorb=absorb)
-
-
-def prompt(n, vocab=BASE["vocab_size"], seed=0):
-    return [int(t) for t in np.random.default_rng(seed).integers(0, vocab, n)]
-
-
-# -- an independent reference: float64, loops over heads, explicit masks ---------------
-
-def ref_rope(x, positions, theta):
-    """HF Llama RoPE: rotate_half on [T, d], angles pos / theta^(2i/d) repeated twice."""
-    d = x.shape[-1]
-    inv_freq = 1.0 / theta ** (np.arange(0, d, 2) / d)
-    angles = np.outer(positions, inv_freq)
-    angles = np.concatenate([angles, angles], axis=-1)
-    rotated = np.concatenate([-x[:, d // 2:], x[:, :d // 2]], axis=-1)
-    return x * np.cos(angles) + rotated * np.sin(angles)
-
-
-def ref_norm(x, weight, eps):
-    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps) * weight
-
-
-def ref_forward(model, ids, window=None):
-    """Logits of a plain MHA/GQA/MQA Llama forward, written without toykv's code paths."""
-    c = model.config
-    f64 = lambda a: np.asarray(a, dtype=np.float64)
-    T, hd, group = len(ids), c.head_dim, c.n_heads // c.n_kv_heads
-    pos = np.arange(T)
-    mask = pos[None, :] <= pos[:, None]                              # causal [T, T]
-    if window is not None:
-        mask &= pos[None, :] > pos[:, None] - window                 # and inside the window
-    x = f64(model.embed)[ids]
-    for W in model.layers:
-        h = ref_norm(x, f64(W["attn_norm"]), c.norm_eps)
-        q, k, v = h @ f64(W["wq"]), h @ f64(W["wk"]), h @ f64(W["wv"])
-        heads = []
-        for head in range(c.n_heads):
-            kv = head // group                                       # the KV head it shares
-            qh = ref_rope(q[:, head * hd:(head + 1) * hd], pos, c.rope_theta)
-            kh = ref_rope(k[:, kv * hd:(kv + 1) * hd], pos, c.rope_theta)
-            vh = v[:, kv * hd:(kv + 1) * hd]
-            scores = np.where(mask, qh @ kh.T / np.sqrt(hd), -np.inf)
-            p = np.exp(scores - scores.max(axis=1, keepdims=True))
-            heads.append((p / p.sum(axis=1, keepdims=True)) @ vh)
-        x = x + np.concatenate(heads, axis=1) @ f64(W["wo"])
-        h = ref_norm(x, f64(W["mlp_norm"]), c.norm_eps)
-        gate = h @ f64(W["w_gate"])
-        x = x + (gate / (1 + np.exp(-gate)) * (h @ f64(W["w_up"]))) @ f64(W["w_down"])
-    x = ref_norm(x, f64(model.final_norm), c.norm_eps)
-    return x @ (f64(model.embed).T if model.lm_head is None else f64(model.lm_head))
-
-
-@pytest.mark.parametrize("name", ["mha", "gqa", "mqa"])
+@pytest.mark.parametrize("name", VARIANTS)
 def test_logits_match_independent_reference(name):
-    model = make_model(name)
-    ids = prompt(20)
+    model, ids = make_model(name), token_ids(20)      # windows of 4 < 20: masks matter
     np.testing.assert_allclose(model.forward(ids), ref_forward(model, ids), atol=1e-5, rtol=1e-5)
 
 
-def test_reference_with_untied_head_and_rope_theta():
-    model = make_model("gqa", tie_embeddings=False, rope_theta=500.0)
-    ids = prompt(12)
+@pytest.mark.parametrize("name", ["gqa", "mla_absorbed"])
+def test_reference_with_untied_head_and_rope_theta(name):
+    model, ids = make_model(name, tie_embeddings=False, rope_theta=500.0), token_ids(12)
     np.testing.assert_allclose(model.forward(ids), ref_forward(model, ids), atol=1e-5, rtol=1e-5)
 
 
 def test_one_layer_sliding_window_matches_hand_written_attention():
     model = make_model("sliding", n_layers=1, sliding_window=3)
-    ids = prompt(30)
-    expected = ref_forward(model, ids, window=3)
+    ids = token_ids(30)
+    expected = ref_forward(model, ids)
     np.testing.assert_allclose(model.forward(ids), expected, atol=1e-5, rtol=1e-5)
-    cache, got = model.new_cache(), []
-    for t in ids:                                        # the ring wraps 10 times
-        got.append(model.forward([t], cache)[-1])
+    cache = model.new_cache()
+    got = [model.forward([t], cache)[-1] for t in ids]      # the ring wraps 10 times
     np.testing.assert_allclose(np.array(got), expected, atol=1e-5, rtol=1e-5)
     # and the window matters: full causal attention gives other logits
-    assert np.abs(expected - ref_forward(model, ids)).max() > 1e-3
+    full = ToyTransformer(ModelConfig(**{**BASE, "n_layers": 1}))   # same seed: same weights
+    assert np.abs(expected - ref_forward(full, ids)).max() > 1e-3
 
 
 # -- cached vs recomputed -------------------------------------------------------------
@@ -107,7 +44,7 @@ def cached_vs_full(model, n_prompt=6, n_steps=14):
     """Greedy decode with the cache; at every step also recompute the whole sequence.
 
     Returns per step (cached last logits, recomputed last logits)."""
-    ids, cache, pairs = prompt(n_prompt), model.new_cache(), []
+    ids, cache, pairs = token_ids(n_prompt), model.new_cache(), []
     feed = ids
     for _ in range(n_steps):
         cached = model.forward(feed, cache)[-1]
@@ -134,18 +71,17 @@ def test_exact_backend_cached_equals_recomputed_bit_for_bit(name):
 
 @pytest.mark.parametrize("name", VARIANTS)
 def test_exact_two_chunk_prefill_equals_one_pass(name):
-    model, ids = make_model(name, exact=True), prompt(17)
+    model, ids = make_model(name, exact=True), token_ids(17)
     cache = model.new_cache()
     first, second = model.forward(ids[:10], cache), model.forward(ids[10:], cache)
     assert np.array_equal(np.concatenate([first, second]), model.forward(ids))
 
 
 def test_mla_absorbed_agrees_with_expanded():
-    expanded_model, ids = make_model("mla_expanded"), prompt(20)
+    expanded_model, ids = make_model("mla_expanded"), token_ids(20)
     absorbed_model = make_model("mla_absorbed")                  # same seed: same weights
     expanded, absorbed = expanded_model.forward(ids), absorbed_model.forward(ids)
     np.testing.assert_allclose(absorbed, expanded, atol=1e-5, rtol=1e-5)
-    assert np.array_equal(absorbed.argmax(axis=1), expanded.argmax(axis=1))
     assert generate(absorbed_model, ids[:5], 20) == generate(expanded_model, ids[:5], 20)
 
 
@@ -155,19 +91,18 @@ def test_absorb_is_for_mla_only():
 
 
 def test_sliding_window_long_sequence_wraps_ring_and_matches_full_pass():
-    model, ids = make_model("sliding"), prompt(48)      # window 4: the ring wraps 12 times
+    model, ids = make_model("sliding"), token_ids(48)   # window 4: the ring wraps 12 times
     full = model.forward(ids)
     cache = model.new_cache()
     steps = np.array([model.forward([t], cache)[-1] for t in ids])
     np.testing.assert_allclose(steps, full, atol=1e-4)
-    # prefill larger than the window, then decode
-    cache = model.new_cache()
+    cache = model.new_cache()                           # a prefill longer than the window
     chunks = np.concatenate([model.forward(ids[:30], cache), model.forward(ids[30:], cache)])
     np.testing.assert_allclose(chunks, full, atol=1e-4)
 
 
 def test_exact_sliding_wrapped_ring_bit_for_bit():
-    model, ids = make_model("mixed", exact=True), prompt(40)
+    model, ids = make_model("mixed", exact=True), token_ids(40)
     full = model.forward(ids)
     cache = model.new_cache()
     model.forward(ids[:5], cache)
@@ -175,15 +110,241 @@ def test_exact_sliding_wrapped_ring_bit_for_bit():
     assert np.array_equal(steps, full[5:])
 
 
-# -- input checks and determinism ------------------------------------------------------
+# -- batches: every row is its sequence run alone ------------------------------------------
+
+def run_batched(model, ids, kv_dtype, n_prefill):
+    """Prefill ids[:, :n_prefill] into a batched cache, then decode the rest one column at a
+    time. Returns the logits [B, T, |V|] and the cache."""
+    cache = model.new_cache(batch=len(ids), kv_dtype=kv_dtype)
+    parts = [model.forward(ids[:, :n_prefill], cache)]
+    parts += [model.forward(ids[:, t:t + 1], cache) for t in range(n_prefill, ids.shape[1])]
+    return np.concatenate(parts, axis=1), cache
+
+
+def run_alone(model, row, kv_dtype, n_prefill):
+    cache = model.new_cache(kv_dtype=kv_dtype)
+    parts = [model.forward(row[:n_prefill], cache)]
+    parts += [model.forward(row[t:t + 1], cache) for t in range(n_prefill, len(row))]
+    return np.concatenate(parts)
+
+
+@pytest.mark.parametrize("kv_dtype", KV_DTYPES)
+@pytest.mark.parametrize("name", VARIANTS)
+def test_exact_batch_rows_equal_each_sequence_alone_bit_for_bit(name, kv_dtype):
+    model, ids = make_model(name, exact=True), batch_ids(3, 14)   # windows of 4 wrap
+    batched, cache = run_batched(model, ids, kv_dtype, n_prefill=6)
+    assert batched.shape == (3, 14, BASE["vocab_size"]) and len(cache) == 14
+    for row in range(3):
+        assert np.array_equal(batched[row], run_alone(model, ids[row], kv_dtype, 6)), row
+    assert np.array_equal(model.forward(ids), np.stack([model.forward(r) for r in ids]))
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_blas_batch_rows_match_each_sequence_to_float32_rounding(name):
+    model, ids = make_model(name), batch_ids(4, 12, seed=1)
+    batched, _ = run_batched(model, ids, "float32", n_prefill=5)
+    for row in range(4):
+        np.testing.assert_allclose(batched[row], run_alone(model, ids[row], "float32", 5),
+                                   atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(batched[row], ref_forward(model, ids[row]),
+                                   atol=1e-5, rtol=1e-5)
+    # the rows really are different sequences: a mix-up between rows would show
+    assert np.abs(batched[0] - batched[1]).max() > 1e-2
+
+
+def test_batch_of_one_equals_unbatched_and_numpy_ints_are_accepted():
+    model, ids = make_model("gqa", exact=True), batch_ids(1, 9)
+    cache = model.new_cache(batch=np.int64(1))
+    assert cache.batch == 1
+    assert np.array_equal(model.forward(ids, cache)[0], model.forward(ids[0]))
+    assert model.new_cache().batch is None
+
+
+def test_attention_of_one_sequence_2d_as_chapter_1_calls_it():
+    model, ids = make_model("gqa"), batch_ids(2, 7)
+    layer, positions = model.layers[0], np.arange(7)
+    h = model.rms_norm(model.embed[ids], layer["attn_norm"])           # [2, 7, D]
+    both = model.attention(h, layer, 0, positions, None)                # [2, 7, D]
+    for row in range(2):
+        one = model.attention(h[row], layer, 0, positions, None)        # [7, D]
+        assert one.shape == (7, BASE["d_model"])
+        np.testing.assert_allclose(one, both[row], atol=1e-6)
+
+
+# -- RoPE for any length -------------------------------------------------------------------
+
+def test_rope_for_10_to_the_8_positions_builds_only_the_rows_used():
+    tracemalloc.start()
+    model = make_model("mha", max_seq_len=10**8)          # a full table would be 6.4 GB
+    far = model.cos[[10**8 - 1]], model.sin[10**8 - 2]    # a lone far position: no table
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 10 * 2**20
+    assert model.cos.shape == (10**8, 8) and far[0].shape == (1, 8) and far[1].shape == (8,)
+    positions = np.arange(40)
+    one = np.ones((40, 8))                                 # RoPE of all-ones rows, by hand:
+    expected = ref_rope(one, positions, 10000.0)           # cos(a) - sin(a) / cos(a) + sin(a)
+    half = model.sin[positions][:, :4]
+    got = model.cos[positions] + np.concatenate([-half, half], axis=1)
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    with pytest.raises(IndexError):
+        model.cos[[10**8]]
+    ids = token_ids(9)
+    np.testing.assert_allclose(model.forward(ids), ref_forward(model, ids), atol=1e-5, rtol=1e-5)
+
+
+def test_rope_rows_are_the_same_however_they_are_asked_for():
+    model, other = make_model("mha"), make_model("mha")
+    table = model.cos[np.arange(64)]                       # built in one go
+    for start in range(0, 64, 7):                          # built by slices, doubling
+        assert np.array_equal(other.cos[start:start + 7], table[start:start + 7])
+    long_table = make_model("mha", max_seq_len=10_000).cos[np.arange(10_000)]
+    alone = make_model("mha", max_seq_len=10_000).cos[[9_999, 5]]    # far: computed alone
+    assert np.array_equal(alone, long_table[[9_999, 5]])
+
+
+def test_rope_table_as_an_array_for_a_small_model():
+    model = make_model("mha")
+    table = np.asarray(model.sin)
+    assert table.shape == (BASE["max_seq_len"], 8)
+    np.testing.assert_allclose(table[:, :4], np.sin(np.outer(np.arange(64),
+                                                             1e4 ** (-np.arange(4) / 4))),
+                               atol=1e-6)
+
+
+# -- weights checked on the way in ----------------------------------------------------------
+
+def weights_of(model):
+    return {"embed": model.embed.copy(), "final_norm": model.final_norm.copy(),
+            "lm_head": None if model.lm_head is None else model.lm_head.copy(),
+            "layers": [{k: a.copy() for k, a in layer.items()} for layer in model.layers]}
+
+
+@pytest.mark.parametrize("name", ["gqa", "mla_expanded"])
+def test_given_weights_give_the_same_model(name):
+    source = make_model(name, seed=5, tie_embeddings=False)
+    weights = weights_of(source)
+    weights["layers"][0]["wq"] = weights["layers"][0]["wq"].astype(np.float64)  # any float
+    model = ToyTransformer(source.config, weights=weights, absorb=source.absorb)
+    ids = token_ids(10)
+    assert np.array_equal(model.forward(ids), source.forward(ids))
+
+
+def test_weight_shapes_are_the_random_models_shapes():
+    for name in VARIANTS:
+        model, shapes = make_model(name), weight_shapes(config(name))
+        assert [{k: a.shape for k, a in layer.items()} for layer in model.layers] == \
+            [shapes["layers"]] * BASE["n_layers"]
+        assert model.embed.shape == shapes["embed"] and shapes["lm_head"] is None
+
+
+def spoil(weights, how):
+    """One class of bad weights each."""
+    w, layer = weights, weights["layers"][1]
+    if how == "missing layer":
+        w["layers"] = w["layers"][:1]
+    elif how == "extra layer":
+        w["layers"] = w["layers"] + [w["layers"][0]]
+    elif how == "missing tensor":
+        del layer["wv"]
+    elif how == "unknown tensor":
+        layer["bias"] = np.zeros(4, np.float32)
+    elif how == "wrong shape":
+        layer["wk"] = layer["wk"].T.copy()
+    elif how == "integer dtype":
+        layer["wo"] = layer["wo"].astype(np.int32)
+    elif how == "not an array":
+        layer["w_up"] = layer["w_up"].tolist()
+    elif how == "nan":
+        layer["w_down"][3, 1] = np.nan
+    elif how == "inf":
+        w["embed"][0, 0] = np.inf
+    elif how == "too large for float32":
+        layer["wq"] = layer["wq"].astype(np.float64) * 1e300
+    elif how == "missing key":
+        del w["final_norm"]
+    elif how == "unknown key":
+        w["extra"] = 1
+    elif how == "head with tied embeddings":
+        w["lm_head"] = w["embed"].T.copy()
+    elif how == "layers not a list":
+        w["layers"] = {0: w["layers"][0], 1: layer}
+    return w
+
+
+@pytest.mark.parametrize("how, words", [
+    ("missing layer", "n_layers=2"), ("extra layer", "n_layers=2"),
+    ("missing tensor", r"\['layers'\]\[1\].*missing \['wv'\]"),
+    ("unknown tensor", r"\['layers'\]\[1\].*unexpected \['bias'\]"),
+    ("wrong shape", r"\['layers'\]\[1\]\['wk'\] has shape \(16, 32\)"),
+    ("integer dtype", r"\['wo'\] must be a floating-point"),
+    ("not an array", r"\['w_up'\] must be a floating-point numpy array"),
+    ("nan", r"\['layers'\]\[1\]\['w_down'\] holds NaN"),
+    ("inf", r"\['embed'\] holds NaN or infinite"),
+    ("too large for float32", r"\['wq'\] holds NaN or infinite"),
+    ("missing key", r"missing \['final_norm'\]"), ("unknown key", r"unexpected \['extra'\]"),
+    ("head with tied embeddings", "lm_head.*must be None"),
+    ("layers not a list", "must be a list"),
+])
+def test_bad_weights_are_refused_naming_the_tensor(how, words):
+    source = make_model("gqa")
+    with pytest.raises(ValueError, match=words):
+        ToyTransformer(source.config, weights=spoil(weights_of(source), how))
+
+
+def test_untied_config_needs_its_head():
+    source = make_model("gqa", tie_embeddings=False)
+    weights = weights_of(source)
+    del weights["lm_head"]
+    with pytest.raises(ValueError, match=r"missing \['lm_head'\]"):
+        ToyTransformer(source.config, weights=weights)
+    with pytest.raises(ValueError, match="weights must be a dict"):
+        ToyTransformer(source.config, weights=[weights])
+
+
+def test_weight_nbytes_by_hand():
+    # embedding 64 x 32, per layer 2 norms + 4 D^2 (MHA: q, k, v, o) + 3 D F, final norm
+    D, F, V, L = 32, 64, 64, 2
+    assert make_model("mha").weight_nbytes == 4 * (V * D + L * (2 * D + 4 * D * D + 3 * D * F) + D)
+    untied = make_model("mha", tie_embeddings=False)
+    assert untied.weight_nbytes == make_model("mha").weight_nbytes + 4 * D * V
+
+
+# -- input checks ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("bad, words", [
-    ([0, 64], "outside"), ([-1, 3], "outside"), ([], "empty"),
-    ([1.0, 2.0], "integer"), ([[1, 2], [3, 4]], "1-D"),
+    ([0, 64], "outside"), ([-1, 3], "outside"), ([[1, 2], [3, 64]], r"index \(1, 1\)"),
+    ([], "empty"), ([[], []], "empty"), (np.zeros((0, 3), int), "empty"),
+    ([1.0, 2.0], "integer"), ([True, False], "integer"), (["a"], "integer"),
+    ([[1, 2], [3]], "ragged"), ([[[1, 2]]], "1-D .* or 2-D"), (5, "1-D .* or 2-D"),
 ])
 def test_forward_rejects_bad_token_ids(bad, words):
     with pytest.raises(ValueError, match=words):
         make_model("mha").forward(bad)
+
+
+def test_token_ids_must_match_the_cache_batch():
+    model = make_model("mha")
+    with pytest.raises(ValueError, match="token_ids is 2-D .* one sequence"):
+        model.forward([[1, 2], [3, 4]], model.new_cache())
+    with pytest.raises(ValueError, match=r"token_ids is 1-D .* batch of 2"):
+        model.forward([1, 2], model.new_cache(batch=2))
+    cache = model.new_cache(batch=3)
+    with pytest.raises(ValueError, match="token_ids has 2 rows .* batch of 3"):
+        model.forward([[1, 2], [3, 4]], cache)
+    assert len(cache) == 0                              # refused before anything was stored
+
+
+@pytest.mark.parametrize("batch", [0, -1, True, 2.0, np.float64(2), "int8", [2]])
+def test_new_cache_rejects_bad_batch(batch):
+    with pytest.raises(ValueError, match="batch"):
+        make_model("mha").new_cache(batch)
+
+
+def test_forward_refuses_a_pass_whose_attention_scores_cannot_fit():
+    model = make_model("mha", max_seq_len=10**7)
+    with pytest.raises(ValueError, match="attention scores .* would need"):
+        model.forward(np.zeros(10**7, dtype=np.int64))         # H T^2 floats: 1.6 PB
 
 
 def test_forward_rejects_sequence_longer_than_max_seq_len():
@@ -192,20 +353,36 @@ def test_forward_rejects_sequence_longer_than_max_seq_len():
         model.forward(list(range(9)))
 
 
-def test_model_rejects_non_config_and_linear_layers():
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(seed=-1), "seed"), (dict(seed=1.5), "seed"), (dict(exact="yes"), "exact"),
+    (dict(exact=1), "exact"), (dict(absorb=None), "absorb"),
+])
+def test_model_rejects_bad_arguments(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        ToyTransformer(ModelConfig(**BASE), **kwargs)
+
+
+def test_model_rejects_non_config_linear_layers_and_absurd_sizes():
     with pytest.raises(ValueError, match="config"):
         ToyTransformer(dict(BASE))
     cfg = ModelConfig(**BASE, layer_types=("linear", "full"), linear_state_values=16)
     with pytest.raises(ValueError, match="linear"):
         ToyTransformer(cfg)
+    with pytest.raises(ValueError, match="float32 parameters would need"):
+        ToyTransformer(zoo.get("llama-3.1-405b").config)      # 1.6 TB: refused, not allocated
 
 
 @pytest.mark.parametrize("name", ["gqa", "mla_expanded"])
 def test_same_seed_same_model_different_seed_different(name):
     a, b, c = make_model(name, seed=3), make_model(name, seed=3), make_model(name, seed=4)
-    ids = prompt(16)
+    ids = token_ids(16)
     for key in a.layers[0]:
         assert np.array_equal(a.layers[0][key], b.layers[0][key])
     assert np.array_equal(a.forward(ids), b.forward(ids))
     assert not np.array_equal(a.layers[0]["wq"], c.layers[0]["wq"])
     assert not np.allclose(a.forward(ids), c.forward(ids))
+
+
+def test_mla_config_has_latent_cache_names():
+    assert set(make_model("mla_expanded").new_cache().layers[0]) == {"c_kv", "k_rope"}
+    assert MLA["kv_lora_rank"] == make_model("mla_expanded").new_cache().layers[0]["c_kv"].shape[1]

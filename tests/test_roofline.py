@@ -18,7 +18,7 @@ LECTURE = rf.hardware("lecture")
 # -- presets -----------------------------------------------------------------------
 
 def test_lecture_preset_matches_the_lecture():
-    # lecture (source 001): 200 TFLOP/s fp16, 1 TB/s, ridge point 200 FLOP/byte
+    # source_lecture_memory_bound: 200 TFLOP/s fp16, 1 TB/s, ridge point 200 FLOP/byte
     assert LECTURE.peak_flops == 200e12
     assert LECTURE.bandwidth == 1e12
     assert LECTURE.ridge_point == pytest.approx(200)
@@ -28,9 +28,9 @@ def test_lecture_preset_matches_the_lecture():
 def test_every_preset_is_sourced_and_consistent():
     for key, chip in rf.HARDWARE.items():
         assert chip.source, key
-        assert chip.ridge_point == pytest.approx(chip.peak_flops / chip.bandwidth)
-        # the ceiling is reached exactly at the ridge point
+        # the ceiling is reached exactly at the ridge point, and not below it
         assert chip.attainable_flops(chip.ridge_point) == pytest.approx(chip.peak_flops)
+        assert chip.attainable_flops(chip.ridge_point / 2) == pytest.approx(chip.peak_flops / 2)
 
 
 def test_datasheet_figures():
@@ -201,6 +201,9 @@ def test_measure_matmul_peak_small_is_positive_and_finite(dtype):
     (lambda: rf.measure_matmul_peak(n=8, repeats=1.5), "repeats"),
     (lambda: rf.measure_matmul_peak(n=8, dtype=np.int32), "dtype"),
     (lambda: rf.timed_runs(lambda: None, repeats=1, warmup=-1), "warmup"),
+    (lambda: rf.timed_runs(lambda: None, repeats=1, warmup=1.0), "warmup"),
+    (lambda: rf.measure_bandwidth(nbytes=True), "nbytes"),
+    (lambda: rf.measure_matmul_peak(n=8, dtype="no such type"), "dtype"),
 ])
 def test_measurements_reject_bad_arguments(call, name):
     with pytest.raises(ValueError, match=name):
@@ -219,3 +222,17 @@ def test_describe_machine():
     assert {"cpu", "cores", "numpy", "blas"} <= info.keys()
     assert info["numpy"] == np.__version__
     assert isinstance(info["cpu"], str) and info["cpu"]
+
+
+@pytest.mark.parametrize("call", [
+    lambda: rf.measure_bandwidth(nbytes=2**60),                    # an exbibyte
+    lambda: rf.measure_matmul_peak(n=10**7),                       # 10^14 values per matrix
+])
+def test_measurements_larger_than_the_machine_are_refused_before_allocating(call):
+    with pytest.raises(ValueError, match="more than this machine's"):
+        call()
+
+
+def test_numpy_integers_are_counts():
+    assert rf.matmul_flops(np.int64(3), np.int32(5), np.int64(7)) == 210
+    assert rf.measure_bandwidth(nbytes=np.int64(2**16), repeats=np.int64(1)) > 0

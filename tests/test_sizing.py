@@ -14,7 +14,7 @@ GiB, MiB, KiB = 2**30, 2**20, 2**10
 SEVEN_B = ModelConfig(vocab_size=32000, d_model=4096, n_layers=32, n_heads=32, d_ff=11008)
 
 
-# -- worked figures from the source texts (seeds 001, 003) and ZOO.md ----------------
+# -- worked figures of source_lecture_memory_bound, source_blog_numpy_toy and ZOO.md ------
 def test_7b_mha_lecture_figures():
     assert kv_values_per_token(SEVEN_B) == 262_144
     assert kv_bytes_per_token(SEVEN_B) == 524_288
@@ -90,7 +90,7 @@ def test_share_accepts_an_array_of_tokens():
     assert np.allclose(relative_decode_speed(model, tokens), 1 - shares)
 
 
-# -- layer-depth invariance (seed 000) -------------------------------------------------
+# -- layer-depth invariance (source_essay_kv_share) ---------------------------------------
 def test_share_of_the_blocks_does_not_depend_on_depth():
     base = zoo.get("llama-3.3-70b").config
     shares = set()
@@ -198,6 +198,7 @@ def test_param_count_matches_the_model_arrays(variant):
     if model.lm_head is not None:
         arrays.append(model.lm_head)
     assert param_count(model.config) == sum(a.size for a in arrays)
+    assert model.weight_nbytes == 4 * param_count(model.config)          # float32
     blocks = sum(a.size for layer in model.layers for a in layer.values())
     assert param_count(model.config, blocks_only=True) == blocks
 
@@ -207,7 +208,7 @@ def test_param_count_matches_the_model_arrays(variant):
                          [("float32", 4, 0), ("float16", 2, 0), ("int8", 1, 4)])
 def test_cache_nbytes_matches_the_formula(variant, kv_dtype, bytes_per_value, scale_bytes):
     model = ToyTransformer(source_toy(max_seq_len=64, **TOY_VARIANTS[variant]))
-    cache = model.new_cache(kv_dtype)
+    cache = model.new_cache(kv_dtype=kv_dtype)
     model.forward(np.arange(12) % 512, cache)
     model.forward(np.array([3]), cache)
     assert cache.nbytes == kv_cache_bytes(model.config, 13, bytes_per_value=bytes_per_value,
@@ -219,7 +220,7 @@ def test_llama2_7b_exact_param_count():
     assert param_count(replace(SEVEN_B, tie_embeddings=False)) == 6_738_415_616
 
 
-# -- weights and the bandwidth bound (seed 001) ---------------------------------------------
+# -- weights and the bandwidth bound (source_lecture_memory_bound) -------------------------
 def test_bandwidth_bound_examples():
     weights = weight_bytes(7 * 10**9)
     assert weights == 14 * 10**9
@@ -267,3 +268,25 @@ def test_other_bad_inputs():
         max_tokens_per_second(10, -1)
     with pytest.raises(ValueError, match="config"):
         param_count(None)
+
+
+# -- one policy for numbers (toykv.validate) ----------------------------------------------
+def test_numpy_numbers_are_accepted_where_python_ones_are():
+    assert kv_cache_bytes(SEVEN_B, np.int64(4096), batch=np.int32(16)) == 32 * GiB
+    assert kv_cache_bytes(SEVEN_B, 3, bytes_per_value=np.float32(0.5)) == 3 * 131_072
+    assert kv_bytes_per_token(SEVEN_B, np.float64(1)) == 262_144
+    assert weight_bytes(np.int64(7 * 10**9), np.int64(2)) == 14 * 10**9
+    assert kv_share(SEVEN_B, np.int64(4096)) == kv_share(SEVEN_B, 4096)
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda: weight_bytes(7e9), "params"), (lambda: weight_bytes(True), "params"),
+    (lambda: weight_bytes(10, bytes_per_param=True), "bytes_per_param"),
+    (lambda: kv_share(SEVEN_B, 10, batch=1.0), "batch"),
+    (lambda: kv_share(SEVEN_B, 10.0), "tokens"),
+    (lambda: kv_cache_bytes(SEVEN_B, np.float64(10)), "tokens"),
+    (lambda: max_tokens_per_second(float("inf"), 1), "bandwidth_bytes_per_s"),
+])
+def test_floats_and_bools_are_not_counts(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()

@@ -19,7 +19,7 @@ MLA = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64,
 ])
 def test_fill_cache_holds_what_a_prefill_would(config, dtype, value_bytes, scale_bytes):
     model = ToyTransformer(config)
-    cache = model.new_cache(dtype)
+    cache = model.new_cache(kv_dtype=dtype)
     fill_cache(cache, 600)                       # more than one chunk, past the window
     assert len(cache) == 600
     assert cache.nbytes == kv_cache_bytes(config, 600, bytes_per_value=value_bytes,

@@ -4,17 +4,17 @@ import dataclasses
 import pytest
 
 from toykv import zoo
-from toykv.sizing import kv_bytes_per_token, param_count
 
 # name: (layers, d_model, heads, kv heads, head_dim, vocab, d_ff, tied, params) from ZOO.md's
-# dense table; params None where ZOO.md says to compute them from the shapes.
+# dense table; where ZOO.md says to compute params from the shapes, the exact published count
+# (Llama 2 7B: 6,738,415,616; Mistral 7B: 7,241,732,096), which toykv must reproduce.
 DENSE = {
-    "llama-2-7b": (32, 4096, 32, 32, 128, 32000, 11008, False, None),
+    "llama-2-7b": (32, 4096, 32, 32, 128, 32000, 11008, False, 6_738_415_616),
     "llama-3.1-8b": (32, 4096, 32, 8, 128, 128256, 14336, False, 8_030_000_000),
     "llama-3.1-70b": (80, 8192, 64, 8, 128, 128256, 28672, False, 70_550_000_000),
     "llama-3.3-70b": (80, 8192, 64, 8, 128, 128256, 28672, False, 70_550_000_000),
     "llama-3.1-405b": (126, 16384, 128, 8, 128, 128256, 53248, False, 405_000_000_000),
-    "mistral-7b-v0.1": (32, 4096, 32, 8, 128, 32000, 14336, False, None),
+    "mistral-7b-v0.1": (32, 4096, 32, 8, 128, 32000, 14336, False, 7_241_732_096),
     "qwen2.5-1.5b": (28, 1536, 12, 2, 128, 151936, 8960, True, 1_540_000_000),
     "qwen2.5-7b": (28, 3584, 28, 4, 128, 152064, 18944, False, 7_600_000_000),
     "qwen3-0.6b": (28, 1024, 16, 8, 128, 151936, 3072, True, 600_000_000),
@@ -52,8 +52,7 @@ def test_dense_shapes_and_params(name):
     c = model.config
     assert (c.n_layers, c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.vocab_size, c.d_ff,
             c.tie_embeddings) == (layers, d_model, heads, kv, head_dim, vocab, d_ff, tied)
-    expected = param_count(c) if params is None else params
-    assert model.total_params == model.active_params == expected
+    assert model.total_params == model.active_params == params
     assert not model.is_moe
 
 
@@ -73,8 +72,11 @@ def test_moe_shapes_and_params(name):
 
 
 def test_computed_params():
+    # published counts: Llama 2 7B 6,738,415,616; Mistral 7B 7,241,732,096
+    # (= 2 x 32000 x 4096 embeddings + 32 x (2 x 4096 + 2 x 4096^2 + 2 x 4096 x 1024
+    #    + 3 x 4096 x 14336) + 4096)
     assert zoo.get("llama-2-7b").total_params == 6_738_415_616
-    assert zoo.get("mistral-7b-v0.1").total_params == param_count(zoo.get("mistral-7b-v0.1").config)
+    assert zoo.get("mistral-7b-v0.1").total_params == 7_241_732_096
 
 
 def test_both_70b_keys_share_shapes():
@@ -165,7 +167,11 @@ def test_table_rows():
     assert [row["name"] for row in rows] == zoo.names()
     for row in rows:
         model = zoo.get(row["name"])
-        assert row["KV bytes/token (bf16)"] == kv_bytes_per_token(model.config)
+        c = model.config
+        growing = sum(kind != "linear" for kind in c.layer_kinds)   # layers whose cache grows
+        per_layer = (c.kv_lora_rank + c.rope_head_dim if c.attention == "mla"
+                     else 2 * c.n_kv_heads * c.head_dim)           # values per token and layer
+        assert row["KV bytes/token (bf16)"] == growing * per_layer * 2
         assert row["params total"] == model.total_params
         assert row["params active"] == model.active_params
         assert row["layers"] == model.config.n_layers

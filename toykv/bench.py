@@ -5,7 +5,8 @@ Prints the machine and then
    float32 model),
 2. prefill: FLOPs of a 512-token prompt / time / measured matmul peak (the same model),
 3. the source's toy generating to 512 tokens: cached step time at 512 over at 64 (flat?),
-   and uncached over cached step time at 512 (the blog post, source 003, measured 58x),
+   and uncached over cached step time at 512 (the blog post
+   source_blog_numpy_toy measured 58x),
 4. the exact backend's slowdown over the default one,
 5. widget update latency: median time of a cache-fill Step/Reset and a size-calculator
    change, against a 100 ms budget.
@@ -36,21 +37,13 @@ DECODE_ROUNDS, STEPS_PER_ROUND = 5, 12    # each round: measure bandwidth, then 
 PREFILL_ROUNDS = 3                  # each round: measure matmul peak, then time one prefill
 TOY_PROMPT, TOY_END, WINDOW = 32, 512, 32  # toy: 32-token prompt to 512; 32-step windows
 EXACT_NEW_TOKENS = 64
-SOURCE_UNCACHED_OVER_CACHED = 58    # source 003: 35.1 ms / 0.60 ms per step at 512
+SOURCE_UNCACHED_OVER_CACHED = 58    # source_blog_numpy_toy: 35.1 ms / 0.60 ms per step at 512
 BUSY_WARNING = 0.05                 # other processes' share of the CPUs that spoils timings
 
 
 def verdict(ratio: float, floor: float, higher_is_better: bool = True) -> str:
     ok = ratio >= floor if higher_is_better else ratio <= floor
     return "PASS" if ok else "BELOW FLOOR"
-
-
-def weight_bytes(model: ToyTransformer) -> int:
-    """Bytes of every weight array a decode step reads (a tied embedding is the output head)."""
-    arrays = [model.embed, model.final_norm] + [a for layer in model.layers for a in layer.values()]
-    if model.lm_head is not None:
-        arrays.append(model.lm_head)
-    return sum(a.nbytes for a in arrays)
 
 
 def random_prompt(n: int, vocab_size: int, seed: int = 0) -> list[int]:
@@ -128,7 +121,7 @@ def bench_prefill(model, prompt):
 def bench_decode(model, cache, token):
     """Rounds of (bandwidth, STEPS_PER_ROUND timed cached steps). Returns bandwidths, per-round
     step times and the bytes each step read (weights + the cache it attends over)."""
-    wbytes, bandwidths, rounds, step_bytes = weight_bytes(model), [], [], []
+    wbytes, bandwidths, rounds, step_bytes = model.weight_nbytes, [], [], []
     for _ in range(DECODE_ROUNDS):
         bandwidths.append(roofline.measure_bandwidth())
         times = []
@@ -154,7 +147,7 @@ def bench_decode_and_prefill():
                                float(np.median(step_bytes)))
     ratio = nbytes / step / bandwidth
     print(f"\n1. decode ({c.n_layers} layers, d_model {c.d_model}, {c.n_heads} heads, d_ff "
-          f"{c.d_ff}, vocab {c.vocab_size}; float32 weights {weight_bytes(model) / 1e9:.3f} GB; "
+          f"{c.d_ff}, vocab {c.vocab_size}; float32 weights {model.weight_nbytes / 1e9:.3f} GB; "
           f"context {PROMPT_LEN + 1}-{PROMPT_LEN + len(steps)})")
     print(f"   {DECODE_ROUNDS} rounds of [measure_bandwidth(), {STEPS_PER_ROUND} cached steps]:")
     for b, r in zip(bandwidths, rounds):

@@ -1,50 +1,88 @@
 """The KV cache: per-layer arrays allocated once and written in place.
 
-Full-attention layers keep every position; sliding-window layers keep a ring buffer
-of `sliding_window` slots, so their memory stops growing. MHA/GQA/MQA layers store
-K and V per KV head; MLA layers store the compressed latent c_kv and one shared
-rotary key. kv_dtype 'int8' stores values as int8 with one float32 scale per token
-and head (and per K or V), and `nbytes` counts both.
+Full-attention layers keep every position; sliding-window layers keep a ring buffer of
+w = `sliding_window` slots, so their memory stops growing. MHA/GQA/MQA layers store K and V
+per KV head; MLA layers store the latent c_kv and one shared rotary key (deepseek2024v2).
+kv_dtype 'int8' stores values as int8 with one float32 scale per token and head (and per K
+or V), and `nbytes` counts both.
+
+An unbatched cache (batch=None) holds one sequence: `layers[l][name]` is [capacity, ...].
+A batched cache holds B sequences of the same length: `layers[l][name]` is
+[B, capacity, ...]. Either way `len(cache)` is the tokens held per sequence.
 """
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
+from . import validate
 from .config import ModelConfig
+from .sizing import kv_cache_bytes
 
 KV_DTYPES = ("float32", "float16", "int8")
+SCALE_BYTES = {"float32": 0, "float16": 0, "int8": 4}     # one float32 scale per row for int8
 
 
 class KVCache:
-    """Keys and values of every layer for one sequence. len(cache) = tokens seen so far."""
+    """Keys and values of every layer for one sequence (batch=None) or a batch of B sequences.
 
-    def __init__(self, config: ModelConfig, kv_dtype: str = "float32"):
-        if kv_dtype not in KV_DTYPES:
-            raise ValueError(f"kv_dtype must be one of {KV_DTYPES}, got {kv_dtype!r}")
+    len(cache) = tokens held per sequence. Made by `model.new_cache(...)`, a cache belongs
+    to that model: another model, even one with an equal config, has other weights, so the
+    keys and values it holds would be wrong for it, and forward refuses.
+    """
+
+    def __init__(self, config: ModelConfig, batch: int | None = None,
+                 kv_dtype: str = "float32"):
+        if not isinstance(config, ModelConfig):
+            raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
+        if isinstance(batch, str):                      # new_cache("int8"): an easy slip
+            raise ValueError(f"batch must be None or an integer >= 1, got {batch!r}; the KV "
+                             f"dtype is the kv_dtype argument: new_cache(kv_dtype={batch!r})")
+        self.batch = validate.optional_count("batch", batch, 1)
+        self.kv_dtype = validate.choice("kv_dtype", kv_dtype, KV_DTYPES)
         if "linear" in config.layer_kinds:
             raise ValueError("toykv's model has no linear-attention layers; "
                              "layer_types with 'linear' are for sizing only")
         self.config = config
-        self.kv_dtype = kv_dtype
         self.length = 0
+        self._owner = None                              # weakref to the model that fills it
         self.capacity = [min(config.sliding_window, config.max_seq_len) if kind == "sliding"
                          else config.max_seq_len for kind in config.layer_kinds]
+        validate.fits_in_memory(
+            "a KV cache for max_seq_len={} tokens{}".format(
+                config.max_seq_len, "" if batch is None else f" x batch {self.batch}"),
+            kv_cache_bytes(config, config.max_seq_len, self.batch or 1, self.bytes_per_value,
+                           self.scale_bytes),
+            "give the ModelConfig a smaller max_seq_len (the cache is allocated for all of it)")
         c = config
         if c.attention == "mla":
             shapes = {"c_kv": (c.kv_lora_rank,), "k_rope": (c.rope_head_dim,)}
         else:
             shapes = {"k": (c.n_kv_heads, c.head_dim), "v": (c.n_kv_heads, c.head_dim)}
+        self.names = tuple(shapes)                      # what update() takes
+        rows = () if self.batch is None else (self.batch,)
         self.layers = []                                # one dict of arrays per layer
         for cap in self.capacity:
             arrays = {}
-            for name, shape in shapes.items():          # [capacity, heads?, dim]
-                arrays[name] = np.zeros((cap, *shape), dtype=kv_dtype)
+            for name, shape in shapes.items():          # [(B,) capacity, heads?, dim]
+                arrays[name] = np.zeros((*rows, cap, *shape), dtype=kv_dtype)
                 if kv_dtype == "int8":                  # one scale per token (and head)
-                    arrays[name + "_scale"] = np.zeros((cap, *shape[:-1]), dtype=np.float32)
+                    arrays[name + "_scale"] = np.zeros((*rows, cap, *shape[:-1]), np.float32)
             self.layers.append(arrays)
 
     def __len__(self) -> int:
         return self.length
+
+    @property
+    def bytes_per_value(self) -> int:
+        """b: bytes of one stored value (4, 2 or 1), for sizing.kv_cache_bytes."""
+        return np.dtype(self.kv_dtype).itemsize
+
+    @property
+    def scale_bytes(self) -> int:
+        """Bytes of the scale stored per token, layer and K/V head (4 for int8, else 0)."""
+        return SCALE_BYTES[self.kv_dtype]
 
     def held(self, layer: int) -> int:
         """Tokens layer `layer` holds now: all of them, or the last window for a sliding layer."""
@@ -52,72 +90,138 @@ class KVCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held for the tokens stored so far (values, plus scales for int8)."""
-        total = 0
-        for i, arrays in enumerate(self.layers):
-            for arr in arrays.values():
-                total += self.held(i) * (arr.nbytes // arr.shape[0])
-        return total
+        """Bytes held for the tokens stored so far, every sequence (values, plus int8 scales)."""
+        return sum(self.held(i) * arr.nbytes // self.capacity[i]
+                   for i, arrays in enumerate(self.layers) for arr in arrays.values())
 
     @property
     def allocated_nbytes(self) -> int:
         """Bytes allocated up front for the full capacity."""
         return sum(arr.nbytes for arrays in self.layers for arr in arrays.values())
 
+    # -- reading ---------------------------------------------------------------------
     def stored(self, layer: int, name: str) -> np.ndarray:
-        """The values held by one layer in position order, as float32. [held, ...]"""
-        arrays, n, cap = self.layers[layer], self.held(layer), self.capacity[layer]
-        slots = np.arange(self.length - n, self.length) % cap
-        values = arrays[name][slots] if self.length > cap else arrays[name][:n]
+        """The values one layer holds in position order, as float32 [held, ...] ([B, held, ...])."""
+        layer = validate.count("layer", layer, 0, self.config.n_layers - 1)
+        validate.choice("name", name, self.names)
+        rows = self._read(layer, name, self.length - self.held(layer), self.length)
+        return rows if self.batch else rows[0]
+
+    def _rows(self, array: np.ndarray) -> np.ndarray:
+        """The array with a leading batch axis: a view [1, ...] of an unbatched cache's array."""
+        return array if self.batch else array[None]
+
+    def _read(self, layer: int, name: str, first: int, end: int) -> np.ndarray:
+        """Positions first..end-1 of one layer as float32 [B, end - first, ...] (a view if it can)."""
+        arrays, cap = self.layers[layer], self.capacity[layer]
+        if end <= cap:                                  # no slot reused yet: one block
+            slots = slice(first, end)
+        else:                                           # a ring that has wrapped
+            slots = np.arange(first, end) % cap
+        values = self._rows(arrays[name])[:, slots]
         if self.kv_dtype == "int8":
-            scale = arrays[name + "_scale"][slots if self.length > cap else slice(0, n)]
+            scale = self._rows(arrays[name + "_scale"])[:, slots]
             return values.astype(np.float32) * scale[..., None]
         return values.astype(np.float32, copy=False)
 
+    # -- writing ---------------------------------------------------------------------
     def update(self, layer: int, **new: np.ndarray) -> tuple[dict, np.ndarray]:
-        """Store the new tokens' entries ([T, ...] each); return what attention reads and its positions.
+        """Store new tokens' entries in `layer` (every name in self.names: 'k' and 'v', or MLA's
+        'c_kv' and 'k_rope'; [T, ...] each, [B, T, ...] in a batched cache).
+
+        Returns (what attention reads: float32 [Tk, ...] ([B, Tk, ...]) per name, the positions
+        [Tk] of those keys). Call advance(T) once every layer has been updated.
+        """
+        layer = validate.count("layer", layer, 0, self.config.n_layers - 1)
+        missing = [n for n in self.names if n not in new]
+        unknown = sorted(set(new) - set(self.names))
+        if missing or unknown:
+            raise ValueError(f"update needs exactly {self.names} for this cache; "
+                             f"missing {missing}, unexpected {unknown}")
+        rows, T = {}, None
+        for name in self.names:
+            value = new[name]
+            trailing = self.layers[layer][name].shape[1 if self.batch is None else 2:]
+            lead = "[T, ...]" if self.batch is None else f"[{self.batch}, T, ...]"
+            if (not isinstance(value, np.ndarray) or value.dtype.kind != "f"
+                    or value.shape[value.ndim - len(trailing):] != trailing
+                    or value.ndim != len(trailing) + (1 if self.batch is None else 2)
+                    or (self.batch is not None and value.shape[0] != self.batch)):
+                shape = getattr(value, "shape", type(value).__name__)
+                raise ValueError(f"{name} must be a float array of shape {lead} with ... = "
+                                 f"{trailing}, got {shape}")
+            value = self._rows(value)
+            if T is not None and value.shape[1] != T:
+                raise ValueError(f"every name must bring the same number of tokens T; "
+                                 f"{name} brings {value.shape[1]}, the others {T}")
+            T = value.shape[1]
+            rows[name] = value
+        if T == 0:
+            raise ValueError("update got T = 0 new tokens; give at least one")
+        out, positions = self._update(layer, rows)
+        return (out if self.batch else {k: v[0] for k, v in out.items()}), positions
+
+    def _update(self, layer: int, new: dict) -> tuple[dict, np.ndarray]:
+        """update() without the checks, for the model: new values [B, T, ...] per name.
 
         Full layers are written first and read back as one view. Sliding layers return the
-        window held before this call followed by the new tokens, then keep the newest ones.
+        window held before this call followed by the new tokens, then keep the newest ones
+        (a prefill longer than the window needs the old window, which the writes overwrite).
+        Both read the new tokens as stored (int8 or float16, then back to float32), so a
+        sliding layer and a full layer attend to the same values, and a token's key is the
+        same whether it came in one prefill or step by step: chunked and one-pass prefills
+        agree bit for bit with exact=True for every kv_dtype.
         """
-        T = next(iter(new.values())).shape[0]
+        T = next(iter(new.values())).shape[1]
         start, cap = self.length, self.capacity[layer]
         if start + T > self.config.max_seq_len:
             raise ValueError(f"cache full: {start} tokens + {T} new exceeds max_seq_len "
                              f"{self.config.max_seq_len}")
         sliding = self.config.layer_kinds[layer] == "sliding"
         if sliding:
-            held = self.held(layer)
-            out = {k: np.concatenate([self.stored(layer, k), v.astype(np.float32)]) for k, v in new.items()}
-            positions = np.arange(start - held, start + T)
+            first = start - self.held(layer)
+            out = {name: np.concatenate([self._read(layer, name, first, start),
+                                         self._decode(*self._encode(values))], axis=1)
+                   for name, values in new.items()}
+            positions = np.arange(first, start + T)
         n_keep = min(T, cap)                            # a ring keeps at most cap of them
-        first = (start + T - n_keep) % cap
-        slots = (slice(first, first + n_keep) if first + n_keep <= cap     # one block, or
-                 else np.arange(first, first + n_keep) % cap)             # wrapping around
+        first_slot = (start + T - n_keep) % cap
+        slots = (slice(first_slot, first_slot + n_keep) if first_slot + n_keep <= cap
+                 else np.arange(first_slot, first_slot + n_keep) % cap)   # wrapping around
         for name, values in new.items():
-            self._write(layer, name, slots, values[-n_keep:])
+            stored, scale = self._encode(values[:, T - n_keep:])
+            self._rows(self.layers[layer][name])[:, slots] = stored
+            if scale is not None:
+                self._rows(self.layers[layer][name + "_scale"])[:, slots] = scale
         if not sliding:
-            out = {k: self.stored_upto(layer, k, start + T) for k in new}
+            out = {name: self._read(layer, name, 0, start + T) for name in new}
             positions = np.arange(start + T)
         return out, positions
 
-    def stored_upto(self, layer: int, name: str, end: int) -> np.ndarray:
-        arrays = self.layers[layer]
-        values = arrays[name][:end]
-        if self.kv_dtype == "int8":
-            return values.astype(np.float32) * arrays[name + "_scale"][:end][..., None]
-        return values.astype(np.float32, copy=False)
+    def _encode(self, values: np.ndarray):
+        """(values as stored, int8 scales or None). int8 is symmetric: scale = max|x| / 127."""
+        if self.kv_dtype != "int8":
+            return values.astype(self.kv_dtype, copy=False), None
+        scale = np.abs(values).max(axis=-1) / 127.0
+        scale = np.where(scale == 0, 1.0, scale).astype(np.float32)
+        return np.clip(np.rint(values / scale[..., None]), -127, 127).astype(np.int8), scale
 
-    def _write(self, layer, name, slots, values):
-        arrays = self.layers[layer]
-        if self.kv_dtype == "int8":                     # symmetric: scale = max|x| / 127
-            scale = np.abs(values).max(axis=-1) / 127.0
-            scale = np.where(scale == 0, 1.0, scale).astype(np.float32)
-            arrays[name][slots] = np.clip(np.rint(values / scale[..., None]), -127, 127)
-            arrays[name + "_scale"][slots] = scale
-        else:
-            arrays[name][slots] = values
+    def _decode(self, stored: np.ndarray, scale) -> np.ndarray:
+        """float32 values from _encode's output, exactly as _read returns them."""
+        if scale is None:
+            return stored.astype(np.float32, copy=False)
+        return stored.astype(np.float32) * scale[..., None]
 
     def advance(self, T: int):
         """Count T more tokens as stored (called once per forward, after every layer wrote)."""
+        T = validate.count("T", T, 0, self.config.max_seq_len - self.length)
         self.length += T
+
+    def _claim(self, model):
+        """Bind the cache to the model that fills it; refuse any other model."""
+        if self._owner is None:
+            self._owner = weakref.ref(model)
+        elif self._owner() is not model:
+            raise ValueError("cache belongs to another ToyTransformer: its keys and values "
+                             "come from that model's weights (even with an equal config); "
+                             "use this model's new_cache()")

@@ -19,8 +19,10 @@ MAX_LAYERS = 100_000          # far above any published model; refuses typos lik
 class Derived(int):
     """An integer the config worked out itself (n_kv_heads, head_dim) rather than one given.
 
-    It behaves as a plain int. It exists so that dataclasses.replace(config, n_heads=16)
-    works it out again from the new fields instead of keeping the old model's value.
+    It behaves as a plain int in Python arithmetic. It exists so that
+    dataclasses.replace(config, n_heads=16) works it out again from the new fields instead of
+    keeping the old model's value. numpy sees it as an int64 scalar rather than a Python int,
+    so `float32_array / config.head_dim` would give float64: write int(config.head_dim) there.
     """
 
     def __repr__(self) -> str:

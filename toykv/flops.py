@@ -1,17 +1,21 @@
 """FLOP formulas for a forward pass, matching what ToyTransformer's counter counts.
 
 Conventions: only matrix products count, 2 FLOPs per multiply-add (norms, RoPE,
-softmax and the SwiGLU gate are left out: they are O(S*D), not O(S*D^2)). A full
+softmax and the SwiGLU gate are left out: they are O(S D), not O(S D^2)). A full
 pass over S tokens scores every query against all S keys, masked ones included,
 as a plain implementation does. A cached step at context S is one new token
-attending over S keys (the S-1 cached ones plus its own).
+attending over S keys (the S-1 cached ones plus its own). A batch of B sequences
+costs B times one sequence: nothing in a forward pass is shared between rows but the
+weights, which cost bytes, not FLOPs.
 
-With D = d_model = n_heads*head_dim, MHA and a two-matrix MLP, these reduce to the
-source's L(8SD^2 + 4S^2D + 4SDF) + 2SDV and L(8D^2 + 4SD + 4DF) + 2DV; SwiGLU's
-third matrix adds L*2SDF, and GQA/MQA shrink the K and V projections.
+With D = H d_h, MHA and a two-matrix MLP, these reduce to the formulas of
+source_lecture_memory_bound and source_blog_numpy_toy, L(8 S D^2 + 4 S^2 D + 4 S D F)
++ 2 S D |V| and L(8 D^2 + 4 S D + 4 D F) + 2 D |V|; SwiGLU's third matrix adds
+L 2 S D F, and GQA/MQA shrink the K and V projections (H_kv < H).
 """
 from __future__ import annotations
 
+from . import validate
 from .config import ModelConfig
 
 
@@ -43,43 +47,65 @@ def layer_flops(config: ModelConfig, T: int, Tk: int, absorb: bool = False) -> i
     return proj + rope_scores + attn + out_proj + mlp
 
 
-def forward_flops(config: ModelConfig, n_new: int, n_cached: int = 0, absorb: bool = False) -> int:
-    """A forward pass over n_new tokens that follow n_cached cached ones (0: no cache)."""
-    if n_new < 1 or n_cached < 0:
-        raise ValueError(f"need n_new >= 1 and n_cached >= 0, got {n_new} and {n_cached}")
+def _check_config(config):
+    if not isinstance(config, ModelConfig):
+        raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
+
+
+def forward_flops(config: ModelConfig, n_new: int, n_cached: int = 0, absorb: bool = False,
+                  batch: int = 1) -> int:
+    """A forward pass over n_new tokens that follow n_cached cached ones (0: no cache), for
+    each of `batch` sequences: batch x the count of one."""
+    _check_config(config)
+    n_new = validate.count("n_new", n_new, 1)
+    n_cached = validate.count("n_cached", n_cached, 0)
+    validate.flag("absorb", absorb)
+    batch = validate.count("batch", batch, 1)
     layers = sum(layer_flops(config, n_new, keys_attended(config, i, n_new, n_cached), absorb)
                  for i in range(config.n_layers))
-    return layers + 2 * n_new * config.d_model * config.vocab_size          # output head
+    return batch * (layers + 2 * n_new * config.d_model * config.vocab_size)   # + output head
 
 
-def full_pass_flops(config: ModelConfig, seq_len: int, absorb: bool = False) -> int:
-    """Recompute a whole sequence of seq_len tokens without a cache."""
-    return forward_flops(config, seq_len, 0, absorb)
+def full_pass_flops(config: ModelConfig, seq_len: int, absorb: bool = False,
+                    batch: int = 1) -> int:
+    """Recompute a whole sequence of seq_len tokens (each of `batch` sequences) without a cache."""
+    return forward_flops(config, validate.count("seq_len", seq_len, 1), 0, absorb, batch)
 
 
-def cached_step_flops(config: ModelConfig, context: int, absorb: bool = False) -> int:
-    """One decode step with the cache: the context-th token against context keys."""
-    return forward_flops(config, 1, context - 1, absorb)
+def cached_step_flops(config: ModelConfig, context: int, absorb: bool = False,
+                      batch: int = 1) -> int:
+    """One decode step with the cache: the context-th token against context keys (x batch)."""
+    return forward_flops(config, 1, validate.count("context", context, 1) - 1, absorb, batch)
 
 
 def generation_flops(config: ModelConfig, prompt_len: int, new_tokens: int,
-                     use_cache: bool = True, absorb: bool = False) -> list[int]:
-    """FLOPs of each step of greedy generation (step 0 is the prefill), as toykv.generate runs it."""
-    steps = [full_pass_flops(config, prompt_len, absorb)] if new_tokens else []
+                     use_cache: bool = True, absorb: bool = False, batch: int = 1) -> list[int]:
+    """FLOPs of each step of greedy generation (step 0 is the prefill), as toykv.generate runs
+    it, for `batch` sequences generated together."""
+    prompt_len = validate.count("prompt_len", prompt_len, 1)
+    new_tokens = validate.count("new_tokens", new_tokens, 0)
+    validate.flag("use_cache", use_cache)
+    steps = [full_pass_flops(config, prompt_len, absorb, batch)] if new_tokens else []
     for j in range(1, new_tokens):
         context = prompt_len + j
-        steps.append(cached_step_flops(config, context, absorb) if use_cache
-                     else full_pass_flops(config, context, absorb))
+        steps.append(cached_step_flops(config, context, absorb, batch) if use_cache
+                     else full_pass_flops(config, context, absorb, batch))
     return steps
 
 
 def source_full_pass_flops(config: ModelConfig, seq_len: int) -> int:
-    """The source texts' formula L(8SD^2 + 4S^2D + 4SDF) + 2SDV (MHA, two-matrix MLP)."""
-    L, D, F, V, S = config.n_layers, config.d_model, config.d_ff, config.vocab_size, seq_len
+    """The source texts' formula L(8 S D^2 + 4 S^2 D + 4 S D F) + 2 S D |V| (MHA, two-matrix
+    MLP), as source_lecture_memory_bound and source_blog_numpy_toy print it."""
+    _check_config(config)
+    S = validate.count("seq_len", seq_len, 1)
+    L, D, F, V = config.n_layers, config.d_model, config.d_ff, config.vocab_size
     return L * (8 * S * D**2 + 4 * S**2 * D + 4 * S * D * F) + 2 * S * D * V
 
 
 def source_cached_step_flops(config: ModelConfig, context: int) -> int:
-    """The source texts' formula L(8D^2 + 4SD + 4DF) + 2DV for one cached step at context S."""
-    L, D, F, V, S = config.n_layers, config.d_model, config.d_ff, config.vocab_size, context
+    """The source texts' formula L(8 D^2 + 4 S D + 4 D F) + 2 D |V| for one cached step at
+    context S (source_lecture_memory_bound, source_blog_numpy_toy)."""
+    _check_config(config)
+    S = validate.count("context", context, 1)
+    L, D, F, V = config.n_layers, config.d_model, config.d_ff, config.vocab_size
     return L * (8 * D**2 + 4 * S * D + 4 * D * F) + 2 * D * V

@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
+
+from . import validate
 
 
 @dataclass
@@ -22,26 +25,61 @@ class Step:
     logits: np.ndarray    # [vocab_size] logits of the last position
 
 
+def _check_stop_ids(stop_ids, vocab_size: int) -> frozenset:
+    """None, one token id, or a collection of token ids -> a set of ints in [0, vocab_size)."""
+    if stop_ids is None:
+        return frozenset()
+    if isinstance(stop_ids, np.ndarray):
+        items = list(stop_ids.ravel())
+    elif isinstance(stop_ids, Iterable) and not isinstance(stop_ids, (str, bytes)):
+        items = list(stop_ids)
+    else:
+        items = [stop_ids]                        # one id (or something validate refuses)
+    return frozenset(validate.count("stop_ids", t, 0, vocab_size - 1) for t in items)
+
+
 def decode_steps(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
-                 kv_dtype: str = "float32"):
-    """Yield a Step per new token. Without a cache every step re-runs the whole sequence."""
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) \
-            or max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be an integer >= 0, got {max_new_tokens!r}")
-    ids = [int(t) for t in model._check_ids(prompt_ids)]
-    cache = model.new_cache(kv_dtype) if use_cache else None
+                 kv_dtype: str = "float32", stop_ids=None):
+    """Yield a Step per new token. Without a cache every step re-runs the whole sequence.
+
+    stop_ids: token ids (one int or several) that end generation: the step that produces one
+    is the last, as Hugging Face's eos_token_id does. Every argument is checked, and a run that
+    could not fit in max_seq_len is refused, before the first forward pass.
+    """
+    ids, batched = model._check_ids(prompt_ids)
+    if batched:
+        raise ValueError(f"prompt_ids must be one sequence of token ids (1-D), got shape "
+                         f"{ids.shape}; for a batch use model.new_cache(batch=B) and model.forward")
+    ids = [int(t) for t in ids[0]]
+    max_new_tokens = validate.count("max_new_tokens", max_new_tokens, 0)
+    validate.flag("use_cache", use_cache)
+    stops = _check_stop_ids(stop_ids, model.config.vocab_size)
+    longest = len(ids) + max(max_new_tokens - 1, 0)   # the last new token is never fed back
+    if longest > model.config.max_seq_len:
+        raise ValueError(f"a {len(ids)}-token prompt and max_new_tokens={max_new_tokens} need "
+                         f"{longest} positions, more than max_seq_len "
+                         f"{model.config.max_seq_len}")
+    cache = model.new_cache(kv_dtype=kv_dtype) if use_cache else None
+    return _steps(model, ids, max_new_tokens, cache, stops)
+
+
+def _steps(model, ids, max_new_tokens, cache, stops):
     for index in range(max_new_tokens):
-        feed = ids[-1:] if (use_cache and index > 0) else ids
+        feed = ids[-1:] if (cache is not None and index > 0) else ids
         flops0, t0 = model.flops, time.perf_counter()
         logits = model.forward(feed, cache)[-1]
         seconds = time.perf_counter() - t0
         token = int(np.argmax(logits))
         yield Step(index, "prefill" if index == 0 else "decode", token, len(feed), len(ids),
-                   seconds, model.flops - flops0, len(cache) if cache else 0,
-                   cache.nbytes if cache else 0, logits)
+                   seconds, model.flops - flops0, 0 if cache is None else len(cache),
+                   0 if cache is None else cache.nbytes, logits)
+        if token in stops:
+            return
         ids.append(token)
 
 
-def generate(model, prompt_ids, max_new_tokens: int, use_cache: bool = True) -> list[int]:
-    """Greedy decoding; returns the new token ids."""
-    return [step.token for step in decode_steps(model, prompt_ids, max_new_tokens, use_cache)]
+def generate(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
+             stop_ids=None) -> list[int]:
+    """Greedy decoding; returns the new token ids, ending with the stop token if one came."""
+    return [step.token for step in decode_steps(model, prompt_ids, max_new_tokens, use_cache,
+                                                stop_ids=stop_ids)]

@@ -22,7 +22,7 @@ def forced_logits(model, token_ids, prompt_len: int, kv_dtype: str = "float32") 
     ids = [int(t) for t in token_ids]          # model.forward checks the ids themselves
     prompt_len = validate.count("prompt_len", prompt_len, 1, len(ids))
     validate.choice("kv_dtype", kv_dtype, KV_DTYPES)
-    cache = model.new_cache(kv_dtype)
+    cache = model.new_cache(kv_dtype=kv_dtype)
     rows = [model.forward(ids[:prompt_len], cache)[-1]]                   # the prefill
     for token in ids[prompt_len:]:                                        # one decode step each
         rows.append(model.forward([token], cache)[-1])

@@ -1,25 +1,93 @@
 """ToyTransformer: a Llama-style decoder in numpy, float32, with an optional KV cache.
 
-embedding -> n_layers x [RMSNorm -> attention -> residual, RMSNorm -> SwiGLU MLP -> residual]
--> RMSNorm -> output head. RoPE is applied as Hugging Face's Llama does (rotate_half).
-Weights are stored as [in, out] so every projection reads x @ W.
+embedding -> L x [RMSNorm -> attention -> residual, RMSNorm -> SwiGLU MLP -> residual]
+-> RMSNorm -> output head: Llama's block (touvron2023llama2), small enough to read, as the
+numpy toy of source_blog_numpy_toy is. RoPE (su2024roformer) is applied as Hugging Face's
+Llama does (rotate_half). Weights are stored [in, out], so every projection of the row
+vectors h reads h @ W. Shapes in comments: B sequences, T new tokens, Tk keys attended,
+D = d_model, H query heads and H_kv KV heads of d_h = head_dim, F = d_ff, |V| = vocab_size.
+
+token_ids of shape [T] is one sequence and gives logits [T, |V|]; [B, T] is a batch of B
+sequences of equal length and gives [B, T, |V|], each row exactly what that sequence alone
+gives (bit for bit with exact=True).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from . import validate
 from .cache import KVCache
 from .config import ModelConfig
 from .ops import Ops
+from .sizing import param_count
 
 
-def rope_tables(head_dim: int, theta: float, n_positions: int):
-    """cos and sin for every position, computed once. [n_positions, head_dim] each."""
+def rope_cos_sin(positions, head_dim: int, theta: float):
+    """cos and sin of RoPE's angles at `positions`: [len(positions), head_dim] each.
+
+    Position p turns pair (i, i + d_h/2) by p / theta^(2i/d_h), the d_h/2 angles repeated
+    twice as Hugging Face's Llama lays them out. Built for the positions asked for only.
+    """
+    head_dim = int(head_dim)      # a plain int keeps the division in float32, as in HF
     inv_freq = (1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32)
-                                / head_dim)).astype(np.float32)          # [head_dim/2]
-    freqs = np.arange(n_positions, dtype=np.float32)[:, None] * inv_freq  # [P, head_dim/2]
+                                / head_dim)).astype(np.float32)          # [d_h/2]
+    freqs = np.asarray(positions).astype(np.float32)[:, None] * inv_freq  # [T, d_h/2]
     angles = np.concatenate([freqs, freqs], axis=-1).astype(np.float64)
     return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+
+
+class RopeTable:
+    """model.cos or model.sin as if a [max_seq_len, d] table. `table[positions]` keeps the rows
+    of positions 0, 1, 2, ... built so far and extends them by doubling as a sequence grows, so
+    a decode step just indexes; a position far beyond them is computed alone. A config with
+    10**8 positions allocates nothing up front."""
+
+    def __init__(self, part: int, n_positions: int, head_dim: int, theta: float):
+        self.part, self.n_positions, self.head_dim, self.theta = part, n_positions, head_dim, theta
+        self._rows = np.zeros((0, head_dim), np.float32)       # positions 0..len-1, built
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n_positions, self.head_dim)
+
+    def __len__(self) -> int:
+        return self.n_positions
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):                  # forward's case: positions start..stop-1
+            start, stop, step = index.indices(self.n_positions)
+            if step == 1 and self._extend(stop, max(stop - start, 0)):
+                return self._rows[start:stop].copy()
+            positions = np.arange(start, stop, step)
+        else:
+            positions = np.asarray(index)
+            if positions.dtype.kind not in "iu":
+                raise IndexError(f"RoPE table positions must be integers, got {positions.dtype}")
+            if positions.size and (positions.min() < -self.n_positions
+                                   or positions.max() >= self.n_positions):
+                raise IndexError(f"position outside [0, max_seq_len={self.n_positions})")
+            positions = positions % self.n_positions
+        if not positions.size or self._extend(int(positions.max()) + 1, positions.size):
+            return self._rows[positions]
+        rows = rope_cos_sin(positions.ravel(), self.head_dim, self.theta)[self.part]
+        return rows.reshape(*positions.shape, self.head_dim)   # far positions: computed alone
+
+    def _extend(self, need: int, asked: int) -> bool:
+        """Build rows 0..need-1 if that costs at most about twice what is built or asked for
+        (a growing sequence, a prefill); True when rows 0..need-1 are there."""
+        if need <= len(self._rows):
+            return True
+        if need > 2 * max(len(self._rows), asked, 128):
+            return False
+        n = min(self.n_positions, max(need, 2 * len(self._rows), 256))
+        self._rows = rope_cos_sin(np.arange(n), self.head_dim, self.theta)[self.part]
+        return True
+
+    def __array__(self, dtype=None, copy=None):
+        validate.fits_in_memory("the whole RoPE table", 16 * self.n_positions * self.head_dim,
+                                "index it with the positions you need instead")
+        table = self[:]
+        return table if dtype is None else table.astype(dtype)
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -36,13 +104,83 @@ def weight_layout(w: np.ndarray) -> np.ndarray:
     return np.asarray(w, dtype=np.float32, order=order)
 
 
+def weight_shapes(config: ModelConfig) -> dict:
+    """The shape of every weight: {'embed', 'final_norm', 'lm_head' (None when tied), 'layers':
+    {name: shape} of each layer}. Projections are [in, out]; norms are vectors."""
+    c = config
+    D, H, hd, F = c.d_model, c.n_heads, c.head_dim, c.d_ff
+    layer = {"attn_norm": (D,), "mlp_norm": (D,), "w_gate": (D, F), "w_up": (D, F),
+             "w_down": (F, D), "wo": (H * hd, D)}
+    if c.attention == "mla":
+        r, rd = c.kv_lora_rank, c.rope_head_dim
+        layer.update(wq=(D, H * (hd + rd)), w_dkv=(D, r + rd), kv_norm=(r,),
+                     w_uk=(r, H * hd), w_uv=(r, H * hd))
+    else:
+        layer.update(wq=(D, H * hd), wk=(D, c.n_kv_heads * hd), wv=(D, c.n_kv_heads * hd))
+    return {"embed": (c.vocab_size, D), "final_norm": (D,),
+            "lm_head": None if c.tie_embeddings else (D, c.vocab_size), "layers": layer}
+
+
+def _checked(name: str, array, shape) -> np.ndarray:
+    """A float32 copy of one given weight, after checking its type, shape and values."""
+    if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
+        what = array.dtype if isinstance(array, np.ndarray) else type(array).__name__
+        raise ValueError(f"weights{name} must be a floating-point numpy array, got {what}")
+    if array.shape != shape:
+        raise ValueError(f"weights{name} has shape {array.shape}, the config needs {shape}")
+    with np.errstate(over="ignore"):                   # too large for float32 -> inf: refused
+        array = weight_layout(array) if array.ndim == 2 else array.astype(np.float32)
+    if not np.isfinite(array).all():
+        raise ValueError(f"weights{name} holds NaN or infinite values (or values too large "
+                         "for float32)")
+    return array
+
+
+def check_weights(weights, config: ModelConfig) -> dict:
+    """Given weights as float32 arrays, after checking names, shapes and values against the
+    config: {'embed', 'final_norm', 'lm_head', 'layers': [a dict per layer]} (weight_shapes)."""
+    shapes = weight_shapes(config)
+    if not isinstance(weights, dict):
+        raise ValueError(f"weights must be a dict, got {type(weights).__name__}")
+    required = {"embed", "final_norm", "layers"} | ({"lm_head"} if shapes["lm_head"] else set())
+    missing, unknown = sorted(required - set(weights)), sorted(set(weights) - set(shapes))
+    if missing or unknown:
+        raise ValueError(f"weights needs the keys {sorted(required)}; missing {missing}, "
+                         f"unexpected {unknown}")
+    if shapes["lm_head"] is None and weights.get("lm_head") is not None:
+        raise ValueError("weights['lm_head'] must be None: the config ties the output head "
+                         "to the embedding (tie_embeddings=True)")
+    layers = weights["layers"]
+    if not isinstance(layers, (list, tuple)) or len(layers) != config.n_layers:
+        got = len(layers) if isinstance(layers, (list, tuple)) else type(layers).__name__
+        raise ValueError(f"weights['layers'] must be a list of n_layers={config.n_layers} "
+                         f"dicts, got {got}")
+    checked = {key: None if shapes[key] is None else
+               _checked(f"[{key!r}]", weights[key], shapes[key])
+               for key in ("embed", "final_norm", "lm_head")}
+    checked["layers"] = []
+    for i, layer in enumerate(layers):
+        names = set(layer) if isinstance(layer, dict) else set()
+        if names != set(shapes["layers"]):
+            raise ValueError(f"weights['layers'][{i}] must be a dict with the keys "
+                             f"{sorted(shapes['layers'])}; missing "
+                             f"{sorted(set(shapes['layers']) - names)}, unexpected "
+                             f"{sorted(names - set(shapes['layers']))}")
+        checked["layers"].append({key: _checked(f"['layers'][{i}][{key!r}]", array,
+                                                shapes["layers"][key])
+                                  for key, array in layer.items()})
+    return checked
+
+
 class ToyTransformer:
     """A Llama-style model with seeded random weights, or the given `weights` (a loader's).
 
     exact=True sums every product in one fixed order, so cached and recomputed logits are
-    identical bit for bit; the default BLAS backend differs by float32 rounding (see toykv.ops).
+    identical bit for bit, and so is every row of a batch to its sequence run alone; the
+    default BLAS backend differs by float32 rounding (see toykv.ops).
     absorb=True (MLA only) attends in latent space, with W_UK folded into the query and W_UV
-    applied after the weighted sum, instead of expanding every cached latent into K and V.
+    applied after the weighted sum, instead of expanding every cached latent into K and V
+    (deepseek2024v2, section 2.1).
     """
 
     def __init__(self, config: ModelConfig, seed: int = 0, exact: bool = False,
@@ -52,21 +190,27 @@ class ToyTransformer:
         if "linear" in config.layer_kinds:
             raise ValueError("ToyTransformer has no linear-attention layers; layer_types with "
                              "'linear' are for sizing only")
-        self.config = config
-        self.ops = Ops(exact)
-        if not isinstance(absorb, bool) or (absorb and config.attention != "mla"):
+        validate.flag("exact", exact)
+        validate.flag("absorb", absorb)
+        if absorb and config.attention != "mla":
             raise ValueError(f"absorb must be True or False, and True only for attention='mla'; "
                              f"got absorb={absorb!r} with attention={config.attention!r}")
+        self.config = config
+        self.ops = Ops(exact)
         self.absorb = absorb         # MLA: attend in latent space instead of expanding K and V
         if weights is None:
+            seed = validate.count("seed", seed, 0)
+            validate.fits_in_memory(
+                f"a ToyTransformer of {param_count(config):,} float32 parameters",
+                4 * param_count(config), "toykv runs small models; use toykv.sizing for big ones")
             self._init_weights(np.random.default_rng(seed))
         else:    # given arrays (a loader's): {"embed", "layers", "final_norm", "lm_head"}
-            self.embed, self.final_norm = weights["embed"], weights["final_norm"]
-            self.layers = [{name: weight_layout(a) if a.ndim == 2 else a for name, a in x.items()}
-                           for x in weights["layers"]]
-            head = weights["lm_head"]
-            self.lm_head = None if head is None else weight_layout(head)
-        self.set_rope()
+            given = check_weights(weights, config)
+            self.embed, self.final_norm = given["embed"], given["final_norm"]
+            self.layers, self.lm_head = given["layers"], given["lm_head"]
+        rope_dim = config.rope_head_dim if config.attention == "mla" else config.head_dim
+        self.cos = RopeTable(0, config.max_seq_len, rope_dim, config.rope_theta)
+        self.sin = RopeTable(1, config.max_seq_len, rope_dim, config.rope_theta)
 
     # -- weights ----------------------------------------------------------------
     def _init_weights(self, rng):
@@ -95,11 +239,18 @@ class ToyTransformer:
         self.final_norm = np.ones(D, np.float32)
         self.lm_head = None if c.tie_embeddings else w(D, c.vocab_size)
 
-    def set_rope(self):
-        """(Re)build the RoPE tables from the config."""
-        c = self.config
-        rope_dim = c.rope_head_dim if c.attention == "mla" else c.head_dim
-        self.cos, self.sin = rope_tables(rope_dim, c.rope_theta, c.max_seq_len)
+    @property
+    def weight_nbytes(self) -> int:
+        """Bytes of every weight array a decode step reads (a tied embedding is the output head)."""
+        arrays = [self.embed, self.final_norm] + [a for layer in self.layers
+                                                  for a in layer.values()]
+        if self.lm_head is not None:
+            arrays.append(self.lm_head)
+        return sum(a.nbytes for a in arrays)
+
+    def rope(self, positions) -> tuple[np.ndarray, np.ndarray]:
+        """(cos, sin) of RoPE's angles at `positions`: [T, d] each (d = d_h, or d_h^R for MLA)."""
+        return self.cos[positions], self.sin[positions]
 
     @property
     def exact(self) -> bool:
@@ -110,51 +261,87 @@ class ToyTransformer:
         """Matmul FLOPs performed so far (2 per multiply-add); take differences to time a step."""
         return self.ops.flops
 
-    def new_cache(self, kv_dtype: str = "float32") -> KVCache:
-        """An empty cache shaped for this model."""
-        return KVCache(self.config, kv_dtype)
+    def new_cache(self, batch: int | None = None, kv_dtype: str = "float32") -> KVCache:
+        """An empty cache for this model: one sequence (batch=None) or B sequences (batch=B)."""
+        cache = KVCache(self.config, batch, kv_dtype)
+        cache._claim(self)
+        return cache
 
     # -- forward ----------------------------------------------------------------
     def forward(self, token_ids, cache: KVCache | None = None) -> np.ndarray:
-        """Logits [len(token_ids), vocab_size]. With a cache, the tokens follow what it holds."""
-        ids = self._check_ids(token_ids)
+        """Logits [T, |V|] of token_ids [T], or [B, T, |V|] of a batch [B, T]. With a cache the
+        tokens follow the len(cache) tokens it holds (per sequence), and are added to it."""
+        ids, batched = self._check_ids(token_ids)                        # [B, T]
         start = 0
         if cache is not None:
-            if not isinstance(cache, KVCache) or cache.config != self.config:
-                raise ValueError("cache was made for a model with another config; "
-                                 "use model.new_cache()")
+            self._check_cache(cache, ids.shape[0] if batched else None)
             start = len(cache)
-        if start + len(ids) > self.config.max_seq_len:
-            raise ValueError(f"{start} cached + {len(ids)} new tokens exceeds max_seq_len "
+        B, T = ids.shape
+        if start + T > self.config.max_seq_len:
+            raise ValueError(f"{start} cached + {T} new tokens exceeds max_seq_len "
                              f"{self.config.max_seq_len}")
-        positions = np.arange(start, start + len(ids))
-        x = self.embed[ids]                                              # [T, D]
+        validate.fits_in_memory(
+            f"attention scores of {B} x {T} new tokens against {start + T} keys",
+            4 * B * self.config.n_heads * T * (start + T),                # [B, H, T, Tk] float32
+            "feed a long sequence in chunks through a cache")
+        positions = np.arange(start, start + T)
+        rope = self.cos[start:start + T], self.sin[start:start + T]      # [T, d], every layer
+        x = self.embed[ids.reshape(-1)]                                  # [B*T, D]: rows b*T + t
         for i, layer in enumerate(self.layers):
             h = self.rms_norm(x, layer["attn_norm"])
-            x = x + self.attention(h, layer, i, positions, cache)
+            x = x + self._attention(h, B, layer, i, positions, cache, rope)
             h = self.rms_norm(x, layer["mlp_norm"])
             x = x + self.mlp(h, layer)
         if cache is not None:
-            cache.advance(len(ids))
+            cache.advance(T)
         x = self.rms_norm(x, self.final_norm)
-        head = self.embed.T if self.lm_head is None else self.lm_head    # [D, V]
-        return self.ops.matmul(x, head)                                  # [T, V]
+        head = self.embed.T if self.lm_head is None else self.lm_head    # [D, |V|]
+        logits = self.ops.matmul(x, head).reshape(B, T, -1)              # [B, T, |V|]
+        return logits if batched else logits[0]
 
     __call__ = forward
 
-    def _check_ids(self, token_ids) -> np.ndarray:
-        ids = np.asarray(token_ids)
-        if ids.ndim != 1:
-            raise ValueError(f"token_ids must be a 1-D sequence, got shape {ids.shape}")
+    def _check_ids(self, token_ids) -> tuple[np.ndarray, bool]:
+        """(ids as [B, T], whether they came as a batch): one sequence [T] is a batch of one."""
+        try:
+            ids = np.asarray(token_ids)
+        except ValueError:                             # numpy refuses rows of unequal length
+            raise ValueError("token_ids rows have different lengths (ragged); a batch needs "
+                             "B rows of the same length T") from None
+        if ids.dtype == object:
+            raise ValueError("token_ids rows have different lengths (ragged), or hold "
+                             "something other than integers")
+        if ids.ndim not in (1, 2):
+            raise ValueError(f"token_ids must be 1-D [T] (one sequence) or 2-D [B, T] (a batch), "
+                             f"got shape {ids.shape}")
         if ids.size == 0:
-            raise ValueError("token_ids is empty: give at least one token")
+            raise ValueError(f"token_ids is empty (shape {ids.shape}): give at least one "
+                             "token per sequence and at least one sequence")
         if not np.issubdtype(ids.dtype, np.integer):
             raise ValueError(f"token_ids must be integers, got dtype {ids.dtype}")
         bad = np.flatnonzero((ids < 0) | (ids >= self.config.vocab_size))
         if bad.size:
-            raise ValueError(f"token id {ids[bad[0]]} at index {bad[0]} is outside "
+            where = tuple(int(j) for j in np.unravel_index(bad[0], ids.shape))
+            index = where if ids.ndim == 2 else where[0]
+            raise ValueError(f"token id {ids[where]} at index {index} is outside "
                              f"[0, vocab_size={self.config.vocab_size})")
-        return ids
+        return (ids, True) if ids.ndim == 2 else (ids[None], False)
+
+    def _check_cache(self, cache, rows: int | None):
+        """The cache must be this model's, and batched exactly as the input is (rows None: 1-D)."""
+        if not isinstance(cache, KVCache) or cache.config != self.config:
+            raise ValueError("cache was made for a model with another config; "
+                             "use model.new_cache()")
+        cache._claim(self)
+        if rows is None and cache.batch is not None:
+            raise ValueError(f"token_ids is 1-D (one sequence) but the cache holds a batch of "
+                             f"{cache.batch}; give token_ids of shape [{cache.batch}, T]")
+        if rows is not None and cache.batch is None:
+            raise ValueError(f"token_ids is 2-D ({rows} rows) but the cache holds one sequence; "
+                             "a batch of B rows needs a cache from new_cache(batch=B)")
+        if rows is not None and rows != cache.batch:
+            raise ValueError(f"token_ids has {rows} rows but the cache holds a batch of "
+                             f"{cache.batch} sequences")
 
     def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """x / sqrt(mean(x^2) + eps) * weight, over the last axis."""
@@ -162,74 +349,90 @@ class ToyTransformer:
         return x / np.sqrt(mean_sq + np.float32(self.config.norm_eps)) * weight
 
     def mlp(self, h: np.ndarray, layer: dict) -> np.ndarray:
-        """SwiGLU: down(silu(gate(h)) * up(h)). [T, D] -> [T, D]"""
-        gate = self.ops.matmul(h, layer["w_gate"])                       # [T, d_ff]
-        up = self.ops.matmul(h, layer["w_up"])                           # [T, d_ff]
+        """SwiGLU: (silu(h W_gate) * (h W_up)) W_down. [T, D] -> [T, D]"""
+        gate = self.ops.matmul(h, layer["w_gate"])                       # [T, F]
+        up = self.ops.matmul(h, layer["w_up"])                           # [T, F]
         act = np.negative(gate)              # silu(gate) * up = gate / (1 + e^-gate) * up,
-        np.exp(act, out=act)                 # computed in place: no [T, d_ff] temporaries
+        np.exp(act, out=act)                 # computed in place: no [T, F] temporaries
         act += 1
         np.divide(gate, act, out=act)
         act *= up
         return self.ops.matmul(act, layer["w_down"])
 
     def attention(self, h, layer, i, positions, cache):
+        """Attention of layer i for the new tokens at `positions` [T] (shared by the rows):
+        h [T, D] or [B, T, D] -> the same shape. With a cache, their K and V are stored in it
+        (call cache.advance(T) after the last layer, as forward does)."""
+        B = 1 if h.ndim == 2 else len(h)
+        if cache is not None:
+            self._check_cache(cache, None if h.ndim == 2 else B)
+        out = self._attention(h.reshape(-1, h.shape[-1]), B, layer, i, positions, cache,
+                              self.rope(positions))
+        return out.reshape(h.shape)
+
+    def _attention(self, h, B, layer, i, positions, cache, rope):
+        """attention() without the checks, on B sequences as rows: h [B*T, D] -> [B*T, D].
+        rope = (cos, sin) [T, d] of the positions."""
         if self.config.attention == "mla":
-            return self.mla_attention(h, layer, i, positions, cache)
+            return self.mla_attention(h, B, layer, i, positions, cache, rope)
         c, mm = self.config, self.ops.matmul
-        T, H, Hkv, hd = len(h), c.n_heads, c.n_kv_heads, c.head_dim
-        cos, sin = self.cos[positions], self.sin[positions]
-        q = mm(h, layer["wq"]).reshape(T, H, hd).transpose(1, 0, 2)      # [H, T, hd]
-        k = mm(h, layer["wk"]).reshape(T, Hkv, hd)                       # [T, Hkv, hd]
-        v = mm(h, layer["wv"]).reshape(T, Hkv, hd)                       # [T, Hkv, hd]
+        T, H, Hkv, hd = len(h) // B, c.n_heads, c.n_kv_heads, c.head_dim
+        cos, sin = rope                                                  # [T, d_h] each
+        q = mm(h, layer["wq"]).reshape(B, T, H, hd).transpose(0, 2, 1, 3)  # [B, H, T, d_h]
+        k = mm(h, layer["wk"]).reshape(B, T, Hkv, hd)                    # [B, T, H_kv, d_h]
+        v = mm(h, layer["wv"]).reshape(B, T, Hkv, hd)                    # [B, T, H_kv, d_h]
         q = apply_rope(q, cos, sin)
-        k = apply_rope(k.transpose(1, 0, 2), cos, sin).transpose(1, 0, 2)
+        k = apply_rope(k.transpose(0, 2, 1, 3), cos, sin).transpose(0, 2, 1, 3)
         if cache is None:
             key_pos = positions
         else:
-            kv, key_pos = cache.update(i, k=k, v=v)
-            k, v = kv["k"], kv["v"]                                      # [Tk, Hkv, hd]
-        q = q.reshape(Hkv, H // Hkv, T, hd)                              # query heads grouped by KV head
-        kT = k.transpose(1, 2, 0)[:, None]                               # [Hkv, 1, hd, Tk]
-        scores = mm(q, kT)                                               # [Hkv, G, T, Tk]
+            kv, key_pos = cache._update(i, {"k": k, "v": v})
+            k, v = kv["k"], kv["v"]                                      # [B, Tk, H_kv, d_h]
+        q = q.reshape(B, Hkv, H // Hkv, T, hd)                           # grouped by KV head
+        kT = k.transpose(0, 2, 3, 1)[:, :, None]                         # [B, H_kv, 1, d_h, Tk]
+        scores = mm(q, kT)                                               # [B, H_kv, G, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
         p = self.softmax(scores, self.mask(positions, key_pos, i))
-        out = mm(p, v.transpose(1, 0, 2)[:, None])                       # [Hkv, G, T, hd]
-        out = out.reshape(H, T, hd).transpose(1, 0, 2).reshape(T, H * hd)
-        return mm(out, layer["wo"])                                      # [T, D]
+        out = mm(p, v.transpose(0, 2, 1, 3)[:, :, None])                 # [B, H_kv, G, T, d_h]
+        out = out.reshape(B, H, T, hd).transpose(0, 2, 1, 3).reshape(B * T, H * hd)
+        return mm(out, layer["wo"])                                      # [B*T, D]
 
-    def mla_attention(self, h, layer, i, positions, cache):
-        """DeepSeek-V2 latent attention; self.absorb picks the absorbed or expanded form."""
+    def mla_attention(self, h, B, layer, i, positions, cache, rope):
+        """DeepSeek-V2 latent attention (deepseek2024v2) on B sequences as rows, h [B*T, D];
+        self.absorb picks the absorbed or expanded form. The cache holds c_kv [r] and
+        k_rope [d_h^R] per token."""
         c, mm = self.config, self.ops.matmul
-        T, H, hd, r, rd = len(h), c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
-        cos, sin = self.cos[positions], self.sin[positions]
-        q = mm(h, layer["wq"]).reshape(T, H, hd + rd).transpose(1, 0, 2)  # [H, T, hd+rd]
-        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
-        ckv = mm(h, layer["w_dkv"])                                      # [T, r+rd]
-        c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"])               # [T, r] the latent
-        k_rope = apply_rope(ckv[:, r:], cos, sin)                        # [T, rd] shared by heads
+        T, H, hd, r, rd = len(h) // B, c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
+        cos, sin = rope                                                  # [T, d_h^R] each
+        q = mm(h, layer["wq"]).reshape(B, T, H, hd + rd).transpose(0, 2, 1, 3)
+        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)  # [B, H, T, d_h + d_h^R]
+        ckv = mm(h, layer["w_dkv"])                                      # [B*T, r + d_h^R]
+        c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(B, T, r)   # the latent
+        k_rope = apply_rope(ckv[:, r:].reshape(B, T, rd), cos, sin)      # [B, T, d_h^R] shared
         if cache is None:
             key_pos = positions
         else:
-            kv, key_pos = cache.update(i, c_kv=c_kv, k_rope=k_rope)
-            c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [Tk, r], [Tk, rd]
+            kv, key_pos = cache._update(i, {"c_kv": c_kv, "k_rope": k_rope})
+            c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [B, Tk, r], [.., d_h^R]
         Tk = len(key_pos)
-        rope_scores = mm(q_rope, k_rope.T[None])                         # [H, T, Tk]
+        rope_scores = mm(q_rope, k_rope.transpose(0, 2, 1)[:, None])     # [B, H, T, Tk]
         if self.absorb:      # fold W_UK into the query, W_UV after the weighted sum
-            w_uk = layer["w_uk"].reshape(r, H, hd).transpose(1, 2, 0)    # [H, hd, r]
-            q_lat = mm(q_nope, w_uk)                                     # [H, T, r]
-            scores = mm(q_lat, c_kv.T[None]) + rope_scores               # [H, T, Tk]
+            w_uk = layer["w_uk"].reshape(r, H, hd).transpose(1, 2, 0)    # [H, d_h, r]
+            q_lat = mm(q_nope, w_uk)                                     # [B, H, T, r]
+            scores = mm(q_lat, c_kv.transpose(0, 2, 1)[:, None]) + rope_scores
         else:                # expand every cached latent into per-head K and V
-            k_nope = mm(c_kv, layer["w_uk"]).reshape(Tk, H, hd).transpose(1, 0, 2)
-            v = mm(c_kv, layer["w_uv"]).reshape(Tk, H, hd).transpose(1, 0, 2)  # [H, Tk, hd]
-            scores = mm(q_nope, k_nope.transpose(0, 2, 1)) + rope_scores
+            latents = c_kv.reshape(B * Tk, r)
+            k_nope = mm(latents, layer["w_uk"]).reshape(B, Tk, H, hd).transpose(0, 2, 1, 3)
+            v = mm(latents, layer["w_uv"]).reshape(B, Tk, H, hd).transpose(0, 2, 1, 3)
+            scores = mm(q_nope, k_nope.transpose(0, 1, 3, 2)) + rope_scores   # [B, H, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd + rd))
         p = self.softmax(scores, self.mask(positions, key_pos, i))
         if self.absorb:
-            w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, hd]
-            out = mm(mm(p, c_kv[None]), w_uv)                            # [H, T, hd]
+            w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, d_h]
+            out = mm(mm(p, c_kv[:, None]), w_uv)                         # [B, H, T, d_h]
         else:
-            out = mm(p, v)                                               # [H, T, hd]
-        return mm(out.transpose(1, 0, 2).reshape(T, H * hd), layer["wo"])
+            out = mm(p, v)                                               # [B, H, T, d_h]
+        return mm(out.transpose(0, 2, 1, 3).reshape(B * T, H * hd), layer["wo"])   # [B*T, D]
 
     def mask(self, positions, key_pos, layer):
         """True where query position may see key position: causal, and inside the window."""

@@ -15,26 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-LECTURE_SOURCE = "lecture script, source text 001_7db6dacd763768ee.txt (assumed round numbers)"
+from . import validate
 
-
-def _check_positive_int(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _check_positive(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value > 0:
-        raise ValueError(f"{name} must be a positive number, got {value!r}")
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-
-
-def _check_non_negative(name, value):
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not value >= 0:
-        raise ValueError(f"{name} must be a number >= 0, got {value!r}")
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite, got {value!r}")
+LECTURE_SOURCE = ("source_lecture_memory_bound (references.bib), the lecture on why decode is "
+                  "memory-bound: assumed round numbers")
 
 
 @dataclass(frozen=True)
@@ -53,9 +37,9 @@ class Hardware:
 
     def __post_init__(self):
         for field in ("peak_flops", "bandwidth"):
-            _check_positive(field, getattr(self, field))
+            validate.number(field, getattr(self, field))
         if self.memory_bytes is not None:
-            _check_positive("memory_bytes", self.memory_bytes)
+            validate.number("memory_bytes", self.memory_bytes)
 
     @property
     def ridge_point(self) -> float:
@@ -72,8 +56,8 @@ class Hardware:
 
     def min_seconds(self, flops: float, nbytes: float) -> float:
         """Lower bound on a step's time: the slower of doing its FLOPs and moving its bytes."""
-        _check_non_negative("flops", flops)
-        _check_non_negative("nbytes", nbytes)
+        validate.number("flops", flops, allow_minimum=True)
+        validate.number("nbytes", nbytes, allow_minimum=True)
         return max(flops / self.peak_flops, nbytes / self.bandwidth)
 
 
@@ -122,15 +106,15 @@ def hardware(name: str) -> Hardware:
 def matmul_flops(m: int, k: int, n: int) -> int:
     """FLOPs of C[m, n] = A[m, k] @ B[k, n]: one multiply and one add per term."""
     for name, value in (("m", m), ("k", k), ("n", n)):
-        _check_positive_int(name, value)
+        validate.count(name, value, 1)
     return 2 * m * k * n
 
 
 def matmul_bytes(m: int, k: int, n: int, bytes_per_value: float = 2) -> float:
     """Bytes moved if A (m x k) and B (k x n) are read once and C (m x n) written once."""
     for name, value in (("m", m), ("k", k), ("n", n)):
-        _check_positive_int(name, value)
-    _check_positive("bytes_per_value", bytes_per_value)
+        validate.count(name, value, 1)
+    validate.number("bytes_per_value", bytes_per_value)
     return bytes_per_value * (m * k + k * n + m * n)
 
 
@@ -145,12 +129,13 @@ def decode_intensity(params: int, batch: int = 1, bytes_per_param: float = 2,
 
     Counts 2 FLOPs per parameter per sequence and the weight bytes plus `kv_bytes` (the whole
     batch's cache, read once). Attention FLOPs over the cache are left out, so this is a
-    slight underestimate when kv_bytes > 0. With kv_bytes=0 it is 2 * batch / bytes_per_param.
+    slight underestimate when kv_bytes > 0. With kv_bytes=0 it is 2 B / b_w (B = batch,
+    b_w = bytes_per_param): 1 FLOP/byte for one sequence in fp16.
     """
-    _check_positive_int("params", params)
-    _check_positive_int("batch", batch)
-    _check_positive("bytes_per_param", bytes_per_param)
-    _check_non_negative("kv_bytes", kv_bytes)
+    validate.count("params", params, 1)
+    validate.count("batch", batch, 1)
+    validate.number("bytes_per_param", bytes_per_param)
+    validate.number("kv_bytes", kv_bytes, allow_minimum=True)
     return 2 * params * batch / (params * bytes_per_param + kv_bytes)
 
 
@@ -158,9 +143,8 @@ def decode_intensity(params: int, batch: int = 1, bytes_per_param: float = 2,
 
 def timed_runs(fn, repeats: int = 5, warmup: int = 1) -> list[float]:
     """Wall-clock seconds of `repeats` calls of fn(), after `warmup` untimed calls."""
-    _check_positive_int("repeats", repeats)
-    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
-        raise ValueError(f"warmup must be an integer >= 0, got {warmup!r}")
+    validate.count("repeats", repeats, 1)
+    validate.count("warmup", warmup, 0)
     for _ in range(warmup):
         fn()
     seconds = []
@@ -178,19 +162,29 @@ def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 5) -> float:
     traffic). The dot runs in BLAS on all cores, which on a small machine gets closer to the
     DRAM limit than np.sum. Keep nbytes well above the last-level cache, or you measure cache.
     """
-    _check_positive_int("nbytes", nbytes)
+    validate.count("nbytes", nbytes, 1)
     if nbytes % 8:
         raise ValueError(f"nbytes must be a multiple of 8 (whole float64 values), got {nbytes}")
+    validate.fits_in_memory(f"measure_bandwidth(nbytes={nbytes})", nbytes,
+                            "choose nbytes a few times the last-level cache, e.g. 256 MiB")
+    validate.count("repeats", repeats, 1)
     x = np.ones(nbytes // 8)  # [nbytes/8] float64; np.ones touches every page before timing
     return nbytes / min(timed_runs(lambda: np.dot(x, x), repeats))
 
 
 def measure_matmul_peak(n: int = 2048, repeats: int = 5, dtype=np.float32) -> float:
     """Matmul FLOP/s: best of `repeats` timed np.matmul of two n x n matrices (2 n^3 FLOPs)."""
-    _check_positive_int("n", n)
-    dtype = np.dtype(dtype)
+    validate.count("n", n, 1)
+    validate.count("repeats", repeats, 1)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"dtype must be a floating-point type, got {dtype!r}") from None
     if dtype.kind != "f":
         raise ValueError(f"dtype must be a floating-point type, got {dtype}")
+    # a, b, out of n x n values, plus the float64 random numbers a and b are made from
+    validate.fits_in_memory(f"measure_matmul_peak(n={n})", n * n * (3 * dtype.itemsize + 8),
+                            "n = 2048 is plenty to reach the matmul peak")
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n)).astype(dtype)  # [n, n]
     b = rng.standard_normal((n, n)).astype(dtype)  # [n, n]

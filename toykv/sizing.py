@@ -1,41 +1,21 @@
 """KV-cache sizing: exact byte counts from a ModelConfig, and the KV share of a decode step.
 
-The cache of one sequence is 2 * n_layers * n_kv_heads * head_dim * tokens values for
-MHA/GQA/MQA (K and V per KV head per layer); MLA stores kv_lora_rank + rope_head_dim values
-per token and layer (DeepSeek-V2, Table 1). Sliding layers stop at sliding_window tokens;
-linear-attention layers hold a fixed state. Every count is an exact Python int.
+For MHA/GQA/MQA the cache of B sequences of S tokens holds M_KV = 2 L H_kv d_h S b B bytes
+(K and V per KV head per layer; source_lecture_memory_bound); MLA stores r + d_h^R values
+per token and layer (deepseek2024v2, Table 1). Sliding layers stop at w = sliding_window
+tokens; linear-attention layers hold a fixed state. Every count is an exact Python int.
 """
 from __future__ import annotations
 
-import numbers
 from collections import Counter
-from fractions import Fraction
 
 import numpy as np
 
+from . import validate
 from .config import ModelConfig
 
 
-# -- argument checks -----------------------------------------------------------
-def _check_count(name, value, minimum):
-    """An integer >= minimum (numpy integers accepted, bools refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_size(name, value, allow_zero=False):
-    """A byte size: a real number > 0 (or >= 0), e.g. 2 for bf16, 0.5 for int4."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
-        raise ValueError(f"{name} must be a number > 0, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero) or value == float("inf"):
-        rule = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {rule}, got {value!r}")
-    return Fraction(value)
-
-
+# -- argument checks: toykv.validate, the one policy for numbers ----------------------
 def _whole(count, size, what):
     """count values of `size` bytes each, as a whole number of bytes."""
     total = count * size
@@ -52,7 +32,7 @@ def _check_config(config):
 
 # -- per-token and whole-cache sizes ---------------------------------------------
 def _values_per_token_per_layer(config) -> int:
-    """Values one token adds to one attention layer's cache (K and V, or MLA's latent + rope key)."""
+    """Values one token adds to one attention layer's cache: 2 H_kv d_h (K and V), or MLA's r + d_h^R."""
     if config.attention == "mla":
         return config.kv_lora_rank + config.rope_head_dim
     return 2 * config.n_kv_heads * config.head_dim
@@ -71,23 +51,24 @@ def kv_values_per_token(config: ModelConfig) -> int:
 
 
 def kv_bytes_per_token(config: ModelConfig, bytes_per_value=2) -> int:
-    """Bytes one token adds to the cache: kv_values_per_token * bytes_per_value."""
-    size = _check_size("bytes_per_value", bytes_per_value)
+    """Bytes one token adds to the cache: kv_values_per_token x b (b = bytes_per_value)."""
+    size = validate.exact_number("bytes_per_value", bytes_per_value)
     return _whole(kv_values_per_token(config), size, "kv_bytes_per_token")
 
 
 def kv_cache_bytes(config: ModelConfig, tokens, batch=1, bytes_per_value=2, scale_bytes=0) -> int:
-    """Bytes of the cache for `batch` sequences of `tokens` tokens each.
+    """M_KV: bytes of the cache for B = `batch` sequences of S = `tokens` tokens each.
 
-    Full layers store every token, sliding layers min(tokens, sliding_window), linear layers
-    a fixed state of linear_state_values values. scale_bytes > 0 adds one scale of that many
-    bytes per stored token, layer and K/V head (int8 caches keep a float32 scale: 4).
+    MHA/GQA/MQA with every layer full: 2 L H_kv d_h S b B, b = bytes_per_value. Sliding layers
+    store min(S, w) tokens, linear layers a fixed state of linear_state_values values, MLA
+    layers r + d_h^R values per token. scale_bytes > 0 adds one scale of that many bytes per
+    stored token, layer and K/V head (int8 caches keep a float32 scale: 4).
     """
     _check_config(config)
-    tokens = _check_count("tokens", tokens, 0)
-    batch = _check_count("batch", batch, 1)
-    size = _check_size("bytes_per_value", bytes_per_value)
-    scale = _check_size("scale_bytes", scale_bytes, allow_zero=True)
+    tokens = validate.count("tokens", tokens, 0)
+    batch = validate.count("batch", batch, 1)
+    size = validate.exact_number("bytes_per_value", bytes_per_value)
+    scale = validate.exact_number("scale_bytes", scale_bytes, allow_zero=True)
     kinds = Counter(config.layer_kinds)
     stored = kinds["full"] * tokens
     if kinds["sliding"]:
@@ -130,9 +111,10 @@ def param_count(config: ModelConfig, blocks_only: bool = False) -> int:
 
 
 def weight_bytes(params, bytes_per_param=2) -> int:
-    """Bytes of `params` weights at bytes_per_param each (2 for bf16, 0.5 for 4-bit)."""
-    params = _check_count("params", params, 0)
-    size = _check_size("bytes_per_param", bytes_per_param)
+    """M_W = N b_w: bytes of `params` weights at bytes_per_param each (2 for bf16, 0.5 for
+    4-bit). For the arrays of a ToyTransformer in memory, see its weight_nbytes."""
+    params = validate.count("params", params, 0)
+    size = validate.exact_number("bytes_per_param", bytes_per_param)
     return _whole(params, size, "weight_bytes")
 
 
@@ -156,7 +138,7 @@ def kv_share(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2):
     """
     config, active = _model_parts(model)
     weights = weight_bytes(active, bytes_per_param)
-    batch = _check_count("batch", batch, 1)
+    batch = validate.count("batch", batch, 1)
 
     def share(n):
         kv = kv_cache_bytes(config, n, batch, bytes_per_value)
@@ -176,8 +158,8 @@ def relative_decode_speed(model, tokens, batch=1, bytes_per_value=2, bytes_per_p
 
 def max_tokens_per_second(bandwidth_bytes_per_s, bytes_per_step) -> float:
     """The bandwidth bound on decode: steps per second <= bandwidth / bytes read per step."""
-    bandwidth = _check_size("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
-    step = _check_size("bytes_per_step", bytes_per_step)
+    bandwidth = validate.exact_number("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
+    step = validate.exact_number("bytes_per_step", bytes_per_step)
     return float(bandwidth / step)
 
 

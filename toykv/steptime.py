@@ -107,7 +107,7 @@ def step_time_curve(model, contexts, steps: int = 7, kv_dtype: str = "float32",
     if contexts[-1] + steps - 1 > model.config.max_seq_len:
         raise ValueError(f"the last steps reach context {contexts[-1] + steps - 1}, above "
                          f"max_seq_len {model.config.max_seq_len}")
-    cache = model.new_cache(kv_dtype)
+    cache = model.new_cache(kv_dtype=kv_dtype)
     medians = np.empty(len(contexts))
     with blas_threads(threads):
         model.forward([0], cache)                          # warm up: first-call costs

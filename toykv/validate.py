@@ -5,6 +5,9 @@
 - A size or a rate (bytes per value, GB/s, seconds) is a finite real number: ints, floats
   and numpy numbers are accepted; bools, NaN and infinities are refused.
 - A choice is one of a fixed set of values.
+- An allocation larger than the machine's memory is refused before it is attempted, so an
+  absurd size (a cache for 10**8 positions, a 100 GB measurement buffer) fails at once with
+  a message instead of swapping, being killed, or raising a bare MemoryError later.
 
 Each check returns the value in plain Python form (int, float or Fraction) or raises a
 ValueError that names the argument, the rule and the value given (a ValueError also for the
@@ -12,14 +15,17 @@ wrong type, e.g. 2.5 heads: the course's rule is one kind of error for every bad
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
+import os
 from fractions import Fraction
 
 
 def count(name: str, value, minimum: int = 0, maximum: int | None = None) -> int:
     """An integer in [minimum, maximum]; numpy integers accepted, floats and bools refused."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if type(value) is not int and (isinstance(value, bool)                # fast path: int
+                                   or not isinstance(value, numbers.Integral)):
         rule = f"an integer >= {minimum}" if maximum is None else \
             f"an integer in [{minimum}, {maximum}]"
         raise ValueError(f"{name} must be {rule}, got {value!r} ({type(value).__name__})")
@@ -56,7 +62,8 @@ def exact_number(name: str, value, allow_zero: bool = False) -> Fraction:
     """A finite real number > 0 (>= 0 with allow_zero) as an exact Fraction, for byte sizes
     such as 2 (bf16) or 0.5 (int4) that multiply integer counts without rounding."""
     number(name, value, 0.0, allow_minimum=allow_zero)
-    return Fraction(value)
+    # ints, numpy ints and Fractions are exact; floats of any width through Python's float
+    return Fraction(value) if isinstance(value, numbers.Rational) else Fraction(float(value))
 
 
 def choice(name: str, value, options):
@@ -78,4 +85,24 @@ def flag(name: str, value) -> bool:
     return value
 
 
-__all__ = ["count", "optional_count", "number", "exact_number", "choice", "flag"]
+@functools.cache
+def machine_memory_bytes() -> int | None:
+    """Physical memory of this machine in bytes, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def fits_in_memory(what: str, nbytes: int, hint: str = "") -> int:
+    """nbytes if an allocation that large can fit in this machine's memory, else a ValueError
+    that says what would have been allocated (`what`), how much, and `hint` (how to shrink it)."""
+    memory = machine_memory_bytes()
+    if memory is not None and nbytes > memory:
+        raise ValueError(f"{what} would need {nbytes / 1e9:,.1f} GB, more than this machine's "
+                         f"{memory / 1e9:,.1f} GB of memory" + (f"; {hint}" if hint else ""))
+    return nbytes
+
+
+__all__ = ["count", "optional_count", "number", "exact_number", "choice", "flag",
+           "machine_memory_bytes", "fits_in_memory"]

@@ -120,7 +120,7 @@ class CacheFill:
         self._intact = False
         with self._quiet:                           # moving the slider must not reset twice
             self.prompt_slider.value = prompt_len
-        self.cache = self.model.new_cache(self.kv_dtype)
+        self.cache = self.model.new_cache(kv_dtype=self.kv_dtype)
         self.prompt_len = prompt_len
         self.tokens = list(self._prompt_pool[:prompt_len])
         self.written_by = ["prefill"] * prompt_len  # which phase wrote each position
