@@ -420,8 +420,8 @@ def test_variant_model_keeps_layers_heads_and_head_dim():
 
 @pytest.mark.parametrize("text, expected", [
     ("", "Paste"), ('{"model_type": "llama", ', "not valid JSON"), ("[1, 2]", "JSON object"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    ('{"a": ' * 50_000 + "1" + "}" * 50_000, "nested too deeply"),
+    ("[" * 100_000 + "]" * 100_000, "too deeply"),
+    ('{"a": ' * 50_000 + "1" + "}" * 50_000, "too deeply"),
     ('{"model_type": "bert"}', "model_type 'bert'"),
     (json.dumps({k: v for k, v in LLAMA_8B_CONFIG_JSON.items() if k != "hidden_size"}),
      "hidden_size"),
@@ -429,7 +429,7 @@ def test_variant_model_keeps_layers_heads_and_head_dim():
     (json.dumps(dict(LLAMA_8B_CONFIG_JSON, num_hidden_layers=10 ** 8)), "num_hidden_layers"),
     (json.dumps({"model_type": "gemma3", "text_config": dict(
         LLAMA_8B_CONFIG_JSON, model_type="gemma3_text", num_hidden_layers=10 ** 30)}),
-     "at most 100,000")])
+     r"num_hidden_layers.*\[1, 100000\]")])
 def test_config_json_that_cannot_be_read_is_a_value_error(text, expected):
     with pytest.raises(ValueError, match=expected):
         model_from_config_json(text)
@@ -592,7 +592,7 @@ def test_values_from_the_browser_are_checked_too(fresh):
 def test_deeply_nested_json_gives_a_message_and_the_widget_still_works(fresh):
     fresh.model.value = PASTE
     fresh.config_json.value = "[" * 100_000 + "]" * 100_000
-    assert "nested too deeply" in fresh.message and not fresh._quiet
+    assert "too deeply" in fresh.message and not fresh._quiet
     fresh.config_json.value = json.dumps(LLAMA_8B_CONFIG_JSON)
     assert fresh.values["bytes_per_token"] == LLAMA_8B_PER_TOKEN
     _still_works(fresh)

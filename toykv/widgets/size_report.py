@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import numbers
 import os
 from dataclasses import dataclass
 from fractions import Fraction
@@ -21,7 +20,6 @@ from fractions import Fraction
 import numpy as np
 
 from .. import hfconfig, sizing, validate, zoo
-from ..config import MAX_LAYERS
 
 GiB = 2 ** 30
 PASTED_NAME = "pasted config.json"
@@ -222,37 +220,13 @@ def model_from_config_json(text: str) -> zoo.ZooModel:
     text = text.strip()
     if not text:
         raise ValueError("Paste the contents of a config.json into the box above.")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"The pasted text is not valid JSON: {err}") from None
-    except RecursionError:
-        raise ValueError("The pasted JSON is nested too deeply to read; a config.json is an "
-                         "object of a few levels.") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"config.json must hold a JSON object {{...}}, got a "
-                         f"{type(data).__name__}")
-    name = os.path.basename(str(data.get("_name_or_path", ""))) or PASTED_NAME
-    _check_layer_count(data)
-    try:
+    try:                                  # one reader of config.json text: toykv.hfconfig's
+        data = hfconfig.parse_config_json(text)
+        name = os.path.basename(str(data.get("_name_or_path", ""))) or PASTED_NAME
         return hfconfig.from_hf_config(data, name)
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         raise ValueError(f"Could not read the pasted config.json: {message}") from None
-
-
-def _check_layer_count(data: dict):
-    """Refuse num_hidden_layers above ModelConfig's limit before hfconfig builds a per-layer
-    list (10**8 layers took minutes and gigabytes there, freezing the calculator). Remove once
-    toykv.hfconfig checks the count first (issue 12, 'Sizes')."""
-    text = data.get("text_config")
-    for part in (data, text if isinstance(text, dict) else {}):
-        layers = part.get("num_hidden_layers")
-        if isinstance(layers, numbers.Real) and not isinstance(layers, bool) \
-                and layers > MAX_LAYERS:
-            raise ValueError(f"Could not read the pasted config.json: config.json field "
-                             f"'num_hidden_layers' must be at most {MAX_LAYERS:,}, got "
-                             f"{layers:.3g}")
 
 
 __all__ = ["SizeReport", "VariantRow", "size_report", "variant_model", "variant_rows",
