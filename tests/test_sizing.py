@@ -290,3 +290,29 @@ def test_numpy_numbers_are_accepted_where_python_ones_are():
 def test_floats_and_bools_are_not_counts(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+# -- the memory ceiling: sequences beside the weights (chapter 6) ---------------------------
+def test_sequences_that_fit_by_hand():
+    from toykv.sizing import sequences_that_fit
+    llama8 = zoo.get("llama-3.1-8b")                             # 8.03B, 128 KiB per token
+    room = 80 * GiB - 2 * 8_030_000_000
+    assert sequences_that_fit(llama8, 32_768, 80 * GiB) == room // (128 * KiB * 32_768)
+    assert sequences_that_fit(llama8, 32_768, 80 * GiB, bytes_per_value=1) == \
+        room // (64 * KiB * 32_768)
+    assert sequences_that_fit(llama8, 1000, 10 * GiB) == 0       # the weights do not fit
+    moe = zoo.get("gpt-oss-20b")                 # all 21B experts stay: 42e9 bytes in bf16
+    assert sequences_that_fit(moe, 1, 39 * GiB) == 0 < sequences_that_fit(moe, 1, 40 * GiB)
+    c = source_toy()                                             # a config: all its params
+    per_sequence = kv_cache_bytes(c, 100)
+    assert sequences_that_fit(c, 100, 2 * param_count(c) + 5 * per_sequence) == 5
+
+
+def test_sequences_that_fit_refuses_bad_input():
+    from toykv.sizing import sequences_that_fit
+    for kwargs, name in ((dict(tokens=0), "tokens"), (dict(memory_bytes=-1), "memory_bytes"),
+                         (dict(tokens=1.5), "tokens"), (dict(bytes_per_value=0),
+                                                        "bytes_per_value")):
+        args = dict(model=source_toy(), tokens=10, memory_bytes=10**9) | kwargs
+        with pytest.raises(ValueError, match=name):
+            sequences_that_fit(**args)

@@ -105,3 +105,56 @@ def test_blas_thread_limits():
     assert blas_threads_now() == before
     with pytest.raises(ValueError, match="blas_threads"):
         limit_blas_threads(0)
+
+
+# -- batched caches and prefill timing (chapters 5 and 6) ------------------------------------
+def test_fill_cache_fills_every_sequence_of_a_batch():
+    config = source_toy(n_kv_heads=2)
+    model = ToyTransformer(config)
+    cache = model.new_cache(batch=3)
+    fill_cache(cache, 300)
+    assert len(cache) == 300
+    assert cache.nbytes == kv_cache_bytes(config, 300, batch=3, bytes_per_value=4)
+    keys = cache.stored(1, "k")                                   # [3, 300, H_kv, d_h]
+    assert keys.shape == (3, 300, 2, 16)
+    assert np.array_equal(keys[0], keys[2])                       # the same stand-ins
+    seconds = step_seconds(model, cache, steps=2)
+    assert seconds.shape == (2,) and len(cache) == 302
+
+
+def test_step_time_curve_steps_a_batch():
+    model = ToyTransformer(source_toy())
+    shapes = []
+    forward = model.forward
+
+    def recording(ids, cache=None):
+        shapes.append((np.shape(ids), cache.batch, len(cache)))
+        return forward(ids, cache)
+
+    model.forward = recording
+    step_time_curve(model, [20], steps=2, batch=4)
+    assert shapes == [((4, 1), 4, 0), ((4, 1), 4, 19), ((4, 1), 4, 20)]   # warm-up, 2 steps
+    with pytest.raises(ValueError, match="batch"):
+        step_time_curve(model, [20], steps=2, batch=0)
+
+
+def test_prefill_time_curve_runs_each_prompt_into_a_fresh_cache():
+    from toykv.steptime import prefill_time_curve
+    model = ToyTransformer(source_toy())
+    seen = []
+    forward = model.forward
+
+    def recording(ids, cache=None):
+        seen.append((len(ids), len(cache)))
+        return forward(ids, cache)
+
+    model.forward = recording
+    medians = prefill_time_curve(model, [8, 64], repeats=2)
+    assert medians.shape == (2,) and np.all(medians > 0)
+    assert seen == [(1, 0), (8, 0), (8, 0), (64, 0), (64, 0)]     # warm-up, then fresh caches
+    for bad, match in (([], "empty"), ([0], "prompt_lens"), ([4096], "prompt_lens"),
+                       ([8.0], "prompt_lens")):
+        with pytest.raises(ValueError, match=match):
+            prefill_time_curve(model, bad)
+    with pytest.raises(ValueError, match="repeats"):
+        prefill_time_curve(model, [8], repeats=0)

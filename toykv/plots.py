@@ -318,3 +318,128 @@ def relative_speed_check(contexts, predicted, measured, fitted):
 
 
 __all__ += ["share_curves", "share_panels", "relative_speed_check"]
+
+
+# -- chapter 5 --------------------------------------------------------------------------
+def rooflines(machines: dict, points=(), marks: dict | None = None, title: str = "",
+              intensity_range=(0.1, 2000.0)):
+    """Log-log rooflines min(peak, bandwidth x I) of each machine ({label: Hardware}), its
+    ridge point marked with an open circle; points [(label, intensity, FLOP/s)] as filled
+    markers; marks {label: intensity} as dotted vertical lines."""
+    fig, (ax,) = figure(width=7.6, height=5.0)
+    intensity = np.geomspace(*intensity_range, 400)
+    for i, (label, hw) in enumerate(machines.items()):
+        style = series_style(i)
+        ax.loglog(intensity, hw.attainable_flops(intensity), color=style["color"],
+                  linestyle=style["linestyle"], linewidth=2,
+                  label=f"{label}: ridge {hw.ridge_point:,.0f} FLOP/byte"
+                  if hw.ridge_point >= 10 else f"{label}: ridge {hw.ridge_point:.1f} FLOP/byte")
+        ax.plot(hw.ridge_point, hw.peak_flops, marker="o", markerfacecolor="none",
+                color=style["color"], markersize=9, linestyle="none")
+    for j, (label, x) in enumerate((marks or {}).items()):
+        ax.axvline(x, color=GREY, linestyle=(0, (1, 2 + 2 * j)), linewidth=1.5)
+        ax.text(x * 1.1, ax.get_ylim()[1] / 1.5, label, rotation=90, color="#444444",
+                va="top", fontsize=8, backgroundcolor="white")
+    for j, (label, x, y) in enumerate(points):
+        style = series_style(len(machines) + j)
+        ax.plot(x, y, marker=style["marker"], color=style["color"], markersize=9,
+                linestyle="none", markeredgecolor=BLACK, label=label)
+    label_axes(ax, title, "arithmetic intensity (FLOPs per byte moved, log scale)",
+               "attainable FLOP/s (log scale)", legend=False)
+    ax.grid(False, which="minor")
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def batch_intensity(batches, curves: dict, ridge: tuple, title: str):
+    """Arithmetic intensity of a decode step against batch size (log-log), one line per
+    curve ({label: intensities}), with a ridge point (value, label) drawn as a line."""
+    fig, (ax,) = figure(width=8.4, height=4.4)
+    for i, (label, values) in enumerate(curves.items()):
+        ax.loglog(batches, values, label=label, **series_style(i))
+    ax.axhline(ridge[0], color=GREY, linestyle=(0, (1, 3)), linewidth=2)
+    ax.text(batches[0], ridge[0] * 1.15, ridge[1], color="#444444", fontsize=9)
+    label_axes(ax, title, "batch (sequences decoded together, log scale)",
+               "FLOPs per byte read (log scale)", legend=False)
+    ax.grid(False, which="minor")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return fig
+
+
+__all__ += ["rooflines", "batch_intensity"]
+
+
+# -- chapter 6 --------------------------------------------------------------------------
+def prefill_decode_times(prompt_lens, ttft, contexts, tpot, tpot_bound):
+    """Left: time to first token (prefill, measured) against prompt length. Right: time per
+    output token (decode step, measured) against context, with its bandwidth bound."""
+    fig, (left, right) = figure(ncols=2, width=5.4, height=4.2)
+    left.plot(prompt_lens, np.asarray(ttft) * 1e3, label="prefill (measured, median)",
+              **series_style(0))
+    right.plot(contexts, np.asarray(tpot) * 1e3, label="decode step (measured, median)",
+               **series_style(1))
+    right.plot(contexts, np.asarray(tpot_bound) * 1e3, label="bytes / measured bandwidth",
+               **series_style(2))
+    right.set_ylim(bottom=0)
+    left.set_ylim(bottom=0)
+    label_axes(left, "Time to first token", "prompt length (tokens)", "prefill time (ms)")
+    label_axes(right, "Time per output token", "context (tokens)", "decode step time (ms)")
+    right.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def batch_throughput(batches: dict, throughput: dict, latency: dict, bound: dict):
+    """Left: tokens per second summed over the batch; right: time per step (each sequence's
+    wait per token), against batch size, log x. Every dict is {label: values}; bound holds
+    roofline predictions, drawn as thin lines in their series' colours."""
+    fig, (left, right) = figure(ncols=2, width=5.4, height=4.4)
+    for i, label in enumerate(throughput):
+        style = series_style(i)
+        left.semilogx(batches[label], throughput[label], label=f"{label} (measured)",
+                      base=2, **style)
+        left.semilogx(batches[label], bound[label], color=style["color"], linestyle=":",
+                      linewidth=1, base=2, label=f"{label} (roofline bound)")
+        right.semilogx(batches[label], np.asarray(latency[label]) * 1e3, label=label,
+                       base=2, **style)
+    left.set_ylim(bottom=0)
+    right.set_ylim(bottom=0)
+    label_axes(left, "Throughput", "batch (sequences, log scale)",
+               "tokens per second, whole batch")
+    label_axes(right, "Latency", "batch (sequences, log scale)",
+               "time per decode step (ms)")
+    left.legend(fontsize=7, loc="upper left")
+    return fig
+
+
+def throughput_bounds(batches, curves: dict, title: str):
+    """Bound on decode throughput (tokens/s) against batch (log-log), one line per context
+    ({label: (batches, tokens/s)}), each ending where memory runs out (a bar)."""
+    fig, (ax,) = figure(width=7.2, height=4.4)
+    for i, (label, (b, tps)) in enumerate(curves.items()):
+        style = series_style(i)
+        ax.loglog(b, tps, label=label, **style, markevery=max(1, len(b) // 8))
+        ax.plot(b[-1], tps[-1], marker="|", markersize=16, color=style["color"])
+    label_axes(ax, title, "batch (sequences, log scale)",
+               "tokens per second, whole batch (log scale)", legend=False)
+    ax.grid(False, which="minor")
+    ax.legend(fontsize=8, loc="upper left")
+    return fig
+
+
+def memory_plans(plans: dict, room: float, title: str):
+    """Histograms of the KV memory each simulated batch needs, one per plan ({label: bytes
+    [n]}), against the memory left beside the weights (a vertical line). GB = 10^9 bytes."""
+    fig, (ax,) = figure(width=7.2, height=4.2)
+    hatches = ("", "//", "xx", "..")
+    for i, (label, need) in enumerate(plans.items()):
+        ax.hist(np.asarray(need) / 1e9, bins=30, color=COLORS[i], alpha=0.6,
+                hatch=hatches[i % len(hatches)], edgecolor=BLACK, linewidth=0.5, label=label)
+    ax.axvline(room / 1e9, color=BLACK, linestyle="--", linewidth=2,
+               label=f"memory beside the weights: {room / 1e9:.1f} GB")
+    label_axes(ax, title, "KV cache a batch needs at its peak (GB, 10$^9$ bytes)",
+               "batches (count)", legend=False)
+    ax.legend(fontsize=8, loc="upper center")
+    return fig
+
+
+__all__ += ["prefill_decode_times", "batch_throughput", "throughput_bounds", "memory_plans"]

@@ -156,6 +156,20 @@ def relative_decode_speed(model, tokens, batch=1, bytes_per_value=2, bytes_per_p
     return 1 - kv_share(model, tokens, batch, bytes_per_value, bytes_per_param)
 
 
+def sequences_that_fit(model, tokens, memory_bytes, bytes_per_value=2, bytes_per_param=2) -> int:
+    """The memory ceiling on batch size: how many sequences of `tokens` tokens have room for
+    their cache beside all the weights (a MoE model keeps every expert in memory) in
+    memory_bytes. 0 when the weights alone do not fit."""
+    config, _ = _model_parts(model)
+    total = model.total_params if hasattr(model, "total_params") else param_count(config)
+    memory = validate.exact_number("memory_bytes", memory_bytes)
+    room = memory - weight_bytes(total, bytes_per_param)
+    per_sequence = kv_cache_bytes(config, tokens, 1, bytes_per_value)
+    if per_sequence == 0:
+        raise ValueError("a sequence of tokens=0 has no cache: give tokens >= 1")
+    return max(0, int(room // per_sequence))
+
+
 def max_tokens_per_second(bandwidth_bytes_per_s, bytes_per_step) -> float:
     """The bandwidth bound on decode: steps per second <= bandwidth / bytes read per step."""
     bandwidth = validate.exact_number("bandwidth_bytes_per_s", bandwidth_bytes_per_s)
@@ -164,4 +178,4 @@ def max_tokens_per_second(bandwidth_bytes_per_s, bytes_per_step) -> float:
 
 
 __all__ = ["kv_values_per_token", "kv_bytes_per_token", "kv_cache_bytes", "param_count",
-           "weight_bytes", "kv_share", "relative_decode_speed", "max_tokens_per_second"]
+           "weight_bytes", "kv_share", "relative_decode_speed", "max_tokens_per_second", "sequences_that_fit"]

@@ -1,4 +1,4 @@
-"""Measured decode step time at long context, without paying for a long prefill.
+"""Measured decode step time at long context, without paying for a long prefill; prefill time.
 
 A decode step's time depends on how many entries the cache holds, not on their values, so
 fill_cache appends stand-in entries (random numbers, written through the cache's own update,
@@ -6,6 +6,8 @@ as a forward pass would) instead of running a prefill of thousands of tokens. St
 timed one by one and the median kept: on a shared machine single steps are noisy. By default
 BLAS runs on one thread while timing (threadpoolctl, when installed): with two threads, a
 neighbour on the other core can stall every product, while one thread is only slowed down.
+A batched cache (model.new_cache(batch=B)) is filled and stepped the same way, every sequence
+alike. prefill_time_curve times whole prompts of several lengths (the time to first token).
 """
 from __future__ import annotations
 
@@ -30,7 +32,8 @@ def fill_cache(cache, tokens: int, seed: int = 0) -> None:
     """Append `tokens` positions of random entries to every layer of `cache` (stand-ins for a prefill).
 
     The entries are one random block of FILL_CHUNK positions, repeated: writing them costs a
-    copy, not a forward pass. len(cache) grows by `tokens`.
+    copy, not a forward pass. len(cache) grows by `tokens`; a batched cache gets the same
+    entries in every sequence.
     """
     tokens = validate.count("tokens", tokens, 0)
     config = cache.config
@@ -44,9 +47,21 @@ def fill_cache(cache, tokens: int, seed: int = 0) -> None:
     while done < tokens:
         T = min(FILL_CHUNK, tokens - done)
         for layer in range(config.n_layers):                              # as forward() does
-            cache.update(layer, **{name: a[:T] for name, a in block.items()})
+            cache.update(layer, **{name: _rows(a[:T], cache.batch)
+                                   for name, a in block.items()})
         cache.advance(T)
         done += T
+
+
+def _rows(entries: np.ndarray, batch: int | None) -> np.ndarray:
+    """entries [T, ...] as the cache takes them: as they are, or [batch, T, ...] (a view)."""
+    return entries if batch is None else np.broadcast_to(entries, (batch, *entries.shape))
+
+
+def _ids(token_ids, batch: int | None) -> np.ndarray:
+    """token_ids [T] for one sequence, or the same ids for every sequence: [batch, T]."""
+    ids = np.asarray(token_ids)
+    return ids if batch is None else np.tile(ids, (batch, 1))
 
 
 @contextlib.contextmanager
@@ -80,22 +95,27 @@ def limit_blas_threads(n: int = 1):
 
 
 def step_seconds(model, cache, steps: int = 7, token: int = 0) -> np.ndarray:
-    """Wall-clock seconds of `steps` single-token decode steps, one after another. [steps]"""
+    """Wall-clock seconds of `steps` single-token decode steps, one after another. [steps]
+
+    A batched cache steps all its sequences at once (the same token in each)."""
     steps = validate.count("steps", steps, 1)
+    ids = _ids([token], cache.batch)                       # [1] or [B, 1]
     seconds = np.empty(steps)
     for i in range(steps):
         start = time.perf_counter()
-        model.forward([token], cache)
+        model.forward(ids, cache)
         seconds[i] = time.perf_counter() - start
     return seconds
 
 
 def step_time_curve(model, contexts, steps: int = 7, kv_dtype: str = "float32",
-                    threads: int | None = 1, seed: int = 0) -> np.ndarray:
+                    threads: int | None = 1, seed: int = 0,
+                    batch: int | None = None) -> np.ndarray:
     """Median seconds of a decode step at each context (ascending ints). [len(contexts)]
 
     One cache is filled up to each context in turn; the `steps` timed steps run at contexts
     c, c+1, ..., c+steps-1, so consecutive contexts must be at least `steps` apart.
+    batch=B times steps of B sequences together (a cache from new_cache(batch=B)).
     """
     steps = validate.count("steps", steps, 1)
     contexts = [validate.count("contexts", c, 2) for c in contexts]
@@ -107,15 +127,39 @@ def step_time_curve(model, contexts, steps: int = 7, kv_dtype: str = "float32",
     if contexts[-1] + steps - 1 > model.config.max_seq_len:
         raise ValueError(f"the last steps reach context {contexts[-1] + steps - 1}, above "
                          f"max_seq_len {model.config.max_seq_len}")
-    cache = model.new_cache(kv_dtype=kv_dtype)
+    cache = model.new_cache(batch=batch, kv_dtype=kv_dtype)
     medians = np.empty(len(contexts))
     with blas_threads(threads):
-        model.forward([0], cache)                          # warm up: first-call costs
+        model.forward(_ids([0], cache.batch), cache)       # warm up: first-call costs
         for i, context in enumerate(contexts):
             fill_cache(cache, context - 1 - len(cache), seed=seed + i)
             medians[i] = np.median(step_seconds(model, cache, steps))
     return medians
 
 
+def prefill_time_curve(model, prompt_lens, repeats: int = 3, threads: int | None = 1,
+                       seed: int = 0) -> np.ndarray:
+    """Median seconds of a prefill (one forward pass of a random prompt into an empty cache)
+    for each prompt length: the time to first token. [len(prompt_lens)]"""
+    repeats = validate.count("repeats", repeats, 1)
+    lens = [validate.count("prompt_lens", n, 1, model.config.max_seq_len) for n in prompt_lens]
+    if not lens:
+        raise ValueError("prompt_lens is empty: give at least one prompt length")
+    rng = np.random.default_rng(seed)
+    medians = np.empty(len(lens))
+    with blas_threads(threads):
+        model.forward([0], model.new_cache())              # warm up: first-call costs
+        for i, n in enumerate(lens):
+            prompt = rng.integers(0, model.config.vocab_size, n)            # [P]
+            seconds = []
+            for _ in range(repeats):
+                cache = model.new_cache()
+                start = time.perf_counter()
+                model.forward(prompt, cache)
+                seconds.append(time.perf_counter() - start)
+            medians[i] = np.median(seconds)
+    return medians
+
+
 __all__ = ["FILL_CHUNK", "fill_cache", "blas_threads", "limit_blas_threads", "step_seconds",
-           "step_time_curve"]
+           "step_time_curve", "prefill_time_curve"]

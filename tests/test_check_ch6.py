@@ -1,0 +1,62 @@
+"""toykv.check.ch6: official answers pass, typical mistakes get their hint, None is unanswered."""
+import numpy as np
+import pytest
+
+from check_helpers import assert_hint, assert_right
+from toykv import serving
+from toykv.check import NOT_ANSWERED, ch6_ex1, ch6_ex2, ch6_ex3, ch6_ex4
+
+GiB = 2**30
+# official answers, worked out by hand from the exercises' statements
+EX1 = 2 * 8.03e9 * 2000 / 989.5e12 * 1e3           # ms: 2 FLOPs per parameter per token
+ROOM = 24 * GiB - 2 * 8.2e9                         # Qwen3-8B bf16 weights on 24 GiB
+PER_SEQ = 2 * 36 * 8 * 128 * 2 * 4096
+EX2 = int(ROOM // PER_SEQ)
+EX3 = (22_048 // 1792, 41_920 // 1792)
+
+
+def _plan(percentile):
+    """The chapter's mix, planned for a length percentile: (batch, fraction out of memory)."""
+    lengths = serving.request_lengths(n=20_000, median=1000, max_len=8192, sigma=1.0, seed=0)
+    room = 80 * GiB - 2 * 8_030_000_000
+    per_token = 2 * 32 * 8 * 128 * 2
+    length = int(np.percentile(lengths, percentile))
+    batch = int(room // (per_token * length))
+    full = len(lengths) // batch * batch
+    need = lengths[:full].reshape(-1, batch).sum(axis=1) * per_token
+    return batch, float(np.mean(need > room))
+
+
+@pytest.mark.parametrize("check, answer", [(ch6_ex1, EX1), (ch6_ex2, EX2), (ch6_ex3, EX3),
+                                           (ch6_ex4, _plan(90))])
+def test_official_answers_pass(check, answer, capsys):
+    assert_right(check, answer, capsys)
+
+
+@pytest.mark.parametrize("check", [ch6_ex1, ch6_ex2, ch6_ex3, ch6_ex4])
+def test_none_is_not_answered(check, capsys):
+    assert not check(None)
+    assert capsys.readouterr().out.strip() == NOT_ANSWERED
+
+
+@pytest.mark.parametrize("check, wrong, hint, expected", [
+    (ch6_ex1, 2 * 8.03e9 / 3.35e12 * 1e3, "read the weights", ()),
+    (ch6_ex1, EX1 / 2, "sparsity", ()),
+    (ch6_ex1, EX1 / 1e3, "milliseconds", ()),
+    (ch6_ex2, int((24e9 - 2 * 8.2e9) // PER_SEQ), "24 GiB", EX2),
+    (ch6_ex2, int(ROOM // (4 * PER_SEQ)), "KV heads", EX2),
+    (ch6_ex2, int(24 * GiB // PER_SEQ), "weights", EX2),
+    (ch6_ex3, (22_048 // 1536, 41_920 // 1536), "output tokens", EX3),
+    (ch6_ex3, (EX3[1], EX3[0]), "(bf16, fp8)", EX3),
+    (ch6_ex4, _plan(99), "99th", ()),
+    (ch6_ex4, _plan(50), "median", ()),
+])
+def test_typical_mistakes_get_their_hint(check, wrong, hint, expected, capsys):
+    assert_hint(check, wrong, hint, capsys, expected)
+
+
+def test_wrong_types_are_named(capsys):
+    assert not ch6_ex1("32")
+    assert "milliseconds" in capsys.readouterr().out
+    assert not ch6_ex2(15.0)
+    assert "whole number" in capsys.readouterr().out

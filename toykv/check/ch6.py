@@ -1,0 +1,99 @@
+"""Self-checks for chapter 6's exercises (prefill and decode). Each prints right or a hint.
+
+Expected values are computed here with toykv, so the check and the chapter cannot drift.
+MIX is the chapter's simulated request mix (serving.request_lengths), the one exercise 4 uses.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import replace
+
+import numpy as np
+
+from ..flops import full_pass_flops
+from ..roofline import hardware
+from ..serving import batch_cache_bytes, request_lengths
+from ..sizing import sequences_that_fit, weight_bytes
+from ..zoo import get
+from ._core import answer_check, expect_type
+
+GiB = 2**30
+MIX = dict(n=20_000, median=1000, max_len=8192, sigma=1.0, seed=0)
+
+
+def ch6_ex1(answer):
+    """Time to first token (ms) of a 2,000-token prompt, Llama 3.1 8B bf16 on an H100."""
+    bad = expect_type(answer, numbers.Real, "a time in milliseconds (a number)")
+    if bad is not None:
+        return bad
+    h100, model = hardware("h100-sxm"), get("llama-3.1-8b")
+    prefill, weights = full_pass_flops(model.config, 2000), weight_bytes(model.active_params)
+    expected = h100.min_seconds(prefill, weights) * 1e3
+    hints = [
+        (weights / h100.bandwidth * 1e3, "that is the time to read the weights once; a "
+                                         "prefill of 2,000 tokens is compute-bound: FLOPs / peak."),
+        (expected / 2, "the H100 preset's peak is the dense one (989.5 TFLOP/s); the "
+                       "datasheet's 1,979 assumes sparsity."),
+        (expected / 1e3, "give milliseconds, not seconds."),
+        (expected / 2000, "that is per prompt token; the question asks for the whole prompt."),
+    ]
+    return answer_check(answer, expected, hints, rel=0.05)
+
+
+def ch6_ex2(answer):
+    """Sequences of 4,096 tokens of Qwen3-8B (bf16) beside its weights on a "24 GB" L4."""
+    bad = expect_type(answer, numbers.Integral, "a whole number of sequences")
+    if bad is not None:
+        return bad
+    model = get("qwen3-8b")
+    expected = sequences_that_fit(model, 4096, 24 * GiB)
+    query_heads = replace(model, config=replace(model.config,
+                                                n_kv_heads=model.config.n_heads))
+    hints = [
+        (sequences_that_fit(model, 4096, 24 * 10**9),
+         "a GPU sold with 24 GB holds 24 GiB (2^30 bytes each): use 24 x 2^30."),
+        (sequences_that_fit(query_heads, 4096, 24 * GiB),
+         "the cache holds the 8 KV heads, not the 32 query heads."),
+        (24 * GiB // (2 * 36 * 8 * 128 * 2 * 4096),
+         "the weights (16.4 GB in bf16) take their share of the memory first."),
+    ]
+    return answer_check(answer, expected, hints)
+
+
+def ch6_ex3(answer):
+    """Requests of 1,536 + 256 tokens that fit in 22,048 (bf16) and 41,920 (fp8) cached tokens."""
+    expected = (22_048 // 1792, 41_920 // 1792)
+    hints = [
+        ((22_048 // 1536, 41_920 // 1536), "a request keeps its 256 output tokens in the "
+                                           "cache too: 1,792 tokens each at the end."),
+        ((22_048 // 1792, 2 * (22_048 // 1792)), "the fp8 capacity was measured (41,920 "
+                                                 "tokens), not exactly twice 22,048."),
+        ((expected[1], expected[0]), "the pair is (bf16, fp8)."),
+    ]
+    return answer_check(answer, expected, hints, wrong="Give a pair (bf16, fp8) of whole "
+                                                       "numbers of requests.")
+
+
+def ch6_ex4(answer):
+    """(batch, fraction of batches out of memory) when planning for the 90th percentile length."""
+    model = get("llama-3.1-8b")
+    lengths = request_lengths(**MIX)
+    memory = 80 * GiB
+    room = memory - weight_bytes(model.total_params)
+
+    def plan(length):
+        batch = sequences_that_fit(model, length, memory)
+        need = batch_cache_bytes(model.config, lengths, batch)
+        return batch, float(np.mean(need > room))
+
+    expected = plan(int(np.percentile(lengths, 90)))
+    hints = [
+        (plan(int(np.percentile(lengths, 99))), "that is the 99th percentile; take the 90th."),
+        (plan(int(np.median(lengths))), "that is the median length; take the 90th percentile."),
+        ((expected[1], expected[0]), "the pair is (batch, fraction)."),
+    ]
+    return answer_check(answer, expected, hints, rel=1e-9,
+                        wrong="Give a pair (batch, fraction of batches out of memory).")
+
+
+__all__ = ["ch6_ex1", "ch6_ex2", "ch6_ex3", "ch6_ex4"]

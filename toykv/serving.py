@@ -1,0 +1,143 @@
+"""What serving costs: a decode step split into weights and cache, measured roofline points,
+and request lengths for planning memory.
+
+decode_step_split counts the FLOPs and bytes of one decode step of B sequences at context S
+and splits them: the weights are read once for the whole batch and do 2 FLOPs per weight per
+sequence, while each sequence's cache is its own, read in full for that sequence's attention.
+So batching raises the weights' arithmetic intensity B-fold and leaves the cache's where it
+was (austin2025scaling, the inference chapter). measure_decode and measure_prefill time toykv
+(toykv.steptime) and turn counted FLOPs and bytes into a point on a roofline.
+request_lengths and batch_cache_bytes simulate a mix of request lengths, for the memory a
+batch needs when its requests run to their full length (source_lecture_memory_bound: plan
+for the worst case).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import validate
+from .config import ModelConfig
+from .flops import cached_step_flops, forward_flops, layer_flops
+from .sizing import kv_cache_bytes
+from .steptime import prefill_time_curve, step_time_curve
+from .variants import weight_bytes_read
+
+
+def decode_toy(max_seq_len: int = 4096) -> ModelConfig:
+    """Chapters 5 and 6's model: 6 layers, d_model 1024, 16 query heads of 64 and 4 KV heads
+    (GQA), d_ff 2816, vocab 8192. About 84M parameters, 0.3 GB of float32 weights a decode
+    step reads: far above a CPU's last-level cache, so the weights stream from memory."""
+    return ModelConfig(vocab_size=8192, d_model=1024, n_layers=6, n_heads=16, n_kv_heads=4,
+                       d_ff=2816, max_seq_len=validate.count("max_seq_len", max_seq_len, 1))
+
+
+def _check_config(config):
+    if not isinstance(config, ModelConfig):
+        raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
+
+
+def _part(flops: int, nbytes: int) -> dict:
+    return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes}
+
+
+def decode_step_split(config: ModelConfig, context: int, batch: int = 1,
+                      bytes_per_param=2, bytes_per_value=2, absorb: bool = False) -> dict:
+    """FLOPs and bytes of one decode step of `batch` sequences at `context` tokens each (the new
+    one included), split into {'weights', 'cache', 'total'}, each {'flops', 'bytes', 'intensity'}.
+
+    weights: every product with a weight matrix (toykv.flops with no keys), batch x 2 FLOPs per
+    weight, and the weights read once for the batch (variants.weight_bytes_read).
+    cache: scoring and averaging the context keys of every sequence (the rest of
+    flops.cached_step_flops), and every sequence's cache read once (sizing.kv_cache_bytes).
+    MLA counts in its absorbed form (absorb=True); its expanded form also moves rebuilt keys
+    (see variants.decode_step_bytes).
+    """
+    _check_config(config)
+    context = validate.count("context", context, 1)
+    batch = validate.count("batch", batch, 1)
+    validate.flag("absorb", absorb)
+    if config.attention == "mla" and not absorb:
+        raise ValueError("MLA's expanded form also writes and reads the keys it rebuilds: "
+                         "give absorb=True, or use variants.decode_step_bytes")
+    if absorb and config.attention != "mla":
+        raise ValueError(f"absorb=True is for attention='mla' only, got {config.attention!r}")
+    one = sum(layer_flops(config, 1, 0, absorb) for _ in range(config.n_layers))
+    weight_flops = batch * (one + 2 * config.d_model * config.vocab_size)      # + output head
+    cache_flops = cached_step_flops(config, context, absorb, batch) - weight_flops
+    weights = _part(weight_flops, weight_bytes_read(config, bytes_per_param))
+    cache = _part(cache_flops, kv_cache_bytes(config, context, batch, bytes_per_value))
+    total = _part(weights["flops"] + cache["flops"], weights["bytes"] + cache["bytes"])
+    return {"weights": weights, "cache": cache, "total": total}
+
+
+def _point(flops: int, nbytes: int, seconds: float, tokens: int) -> dict:
+    """A measured roofline point: counted FLOPs and bytes, and the seconds they took."""
+    return {"flops": flops, "bytes": nbytes, "seconds": float(seconds),
+            "intensity": flops / nbytes, "flops_per_s": flops / seconds,
+            "bytes_per_s": nbytes / seconds, "tokens_per_s": tokens / seconds}
+
+
+def measure_decode(model, context: int, batch: int = 1, steps: int = 5,
+                   threads: int | None = 1) -> dict:
+    """A decode step of `batch` sequences at `context` tokens, timed (median of `steps`, cache
+    filled with stand-ins: steptime.step_time_curve) and counted (decode_step_split, float32).
+
+    {'flops', 'bytes', 'seconds', 'intensity' (FLOP/byte), 'flops_per_s', 'bytes_per_s',
+    'tokens_per_s' (batch / seconds)}.
+    """
+    context = validate.count("context", context, 2)
+    batch = validate.count("batch", batch, 1)
+    seconds = step_time_curve(model, [context], steps, threads=threads, batch=batch)[0]
+    split = decode_step_split(model.config, context, batch, 4, 4, model.absorb)["total"]
+    return _point(split["flops"], split["bytes"], seconds, batch)
+
+
+def measure_prefill(model, prompt_len: int, repeats: int = 3,
+                    threads: int | None = 1) -> dict:
+    """A prefill of prompt_len tokens, timed (median of `repeats`: steptime.prefill_time_curve)
+    and counted: toykv.flops.forward_flops; the float32 weights read once and the cache written.
+
+    The same keys as measure_decode; tokens_per_s is prompt tokens per second.
+    """
+    prompt_len = validate.count("prompt_len", prompt_len, 1)
+    seconds = prefill_time_curve(model, [prompt_len], repeats, threads)[0]
+    config = model.config
+    nbytes = weight_bytes_read(config, 4) + kv_cache_bytes(config, prompt_len, bytes_per_value=4)
+    return _point(forward_flops(config, prompt_len, 0, model.absorb), nbytes, seconds, prompt_len)
+
+
+def request_lengths(n: int, median: int, max_len: int, sigma: float = 1.0,
+                    seed: int = 0) -> np.ndarray:
+    """n request lengths in tokens (prompt + output): log-normal around `median` with shape
+    `sigma` (a long tail: most short, a few long), rounded and clipped to [1, max_len]. [n]"""
+    n = validate.count("n", n, 1)
+    max_len = validate.count("max_len", max_len, 1)
+    median = validate.count("median", median, 1, max_len)
+    sigma = validate.number("sigma", sigma, allow_minimum=True)
+    seed = validate.count("seed", seed, 0)
+    draws = np.random.default_rng(seed).lognormal(np.log(median), sigma, n)     # [n]
+    return np.clip(np.rint(draws), 1, max_len).astype(np.int64)
+
+
+def batch_cache_bytes(config: ModelConfig, lengths, batch: int, bytes_per_value=2) -> np.ndarray:
+    """KV bytes each batch of `batch` consecutive requests needs once every request has reached
+    its length (static batching: a batch's cache peaks at its end). lengths [n] ->
+    [n // batch] (a last, incomplete batch is left out)."""
+    _check_config(config)
+    batch = validate.count("batch", batch, 1)
+    lengths = np.asarray(lengths).ravel()
+    if lengths.dtype.kind not in "iu" or (lengths.size and lengths.min() < 1):
+        raise ValueError(f"lengths must be integers >= 1 (tokens per request), got "
+                         f"{lengths.dtype} values from {lengths.min() if lengths.size else '-'}")
+    if len(lengths) < batch:
+        raise ValueError(f"{len(lengths)} lengths make no full batch of {batch}")
+    unique, index = np.unique(lengths, return_inverse=True)                 # sized once each
+    per_length = np.array([kv_cache_bytes(config, int(n), 1, bytes_per_value) for n in unique],
+                          dtype=np.int64)
+    per_request = per_length[index]                                          # [n]
+    n_batches = len(lengths) // batch
+    return per_request[:n_batches * batch].reshape(n_batches, batch).sum(axis=1)
+
+
+__all__ = ["decode_toy", "decode_step_split", "measure_decode", "measure_prefill", "request_lengths",
+           "batch_cache_bytes"]
