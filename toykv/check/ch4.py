@@ -34,8 +34,7 @@ def _fits(gpu_bytes: int, context: int = 32_768) -> tuple[int, int]:
     """Sequences of `context` tokens of Llama 3.1 8B that fit beside its bf16 weights:
     (bf16 cache, fp8 cache)."""
     model = zoo.get("llama-3.1-8b")
-    free = gpu_bytes - sizing.weight_bytes(model.total_params)
-    return tuple(free // sizing.kv_cache_bytes(model.config, context, bytes_per_value=b)
+    return tuple(sizing.sequences_that_fit(model, context, gpu_bytes, bytes_per_value=b)
                  for b in (2, 1))
 
 

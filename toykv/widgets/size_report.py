@@ -125,7 +125,6 @@ def size_report(model: zoo.ZooModel, variant: str = "as built", bytes_per_value=
     batch_bytes = batch * sequence_bytes
     weights = sizing.weight_bytes(sized.total_params, bytes_per_param)
     active_weights = sizing.weight_bytes(sized.active_params, bytes_per_param)
-    room = gpu_bytes - weights
     kv_share = sizing.kv_share(sized, context, batch, bytes_per_value, bytes_per_param)
 
     def curve(cfg):
@@ -145,8 +144,9 @@ def size_report(model: zoo.ZooModel, variant: str = "as built", bytes_per_value=
         sequence_bytes=sequence_bytes, bytes_per_token_at_context=sequence_bytes / context,
         batch_bytes=batch_bytes, gpus_of_kv=batch_bytes / gpu_bytes,
         total_params=sized.total_params, active_params=sized.active_params,
-        weight_bytes=weights, active_weight_bytes=active_weights, weights_fit=room >= 0,
-        sequences_fit=room // sequence_bytes if room >= 0 and sequence_bytes else 0,
+        weight_bytes=weights, active_weight_bytes=active_weights, weights_fit=weights <= gpu_bytes,
+        sequences_fit=sizing.sequences_that_fit(sized, context, gpu_bytes, bytes_per_value,
+                                                bytes_per_param),
         kv_share=kv_share, relative_decode_speed=1 - kv_share,
         curve_contexts=curve_contexts, curve_bytes=curve(config),
         curve_bytes_as_built=None if config == model.config else curve(model.config),
