@@ -318,3 +318,32 @@ def relative_speed_check(contexts, predicted, measured, fitted):
 
 
 __all__ += ["share_curves", "share_panels", "relative_speed_check"]
+
+
+# -- chapter 9 --------------------------------------------------------------------------
+def measured_roofline(hardware, points: dict, title: str):
+    """A machine's roofline, min(peak, bandwidth x intensity), log-log, with measured runs on
+    it. points: {label: Hardware.measured_point(...) dict}; each is labelled with the share of
+    the roof it attained."""
+    fig, (ax,) = figure(width=7.0, height=4.6)
+    found = [p["intensity"] for p in points.values()] + [hardware.ridge_point]
+    grid = np.logspace(np.log10(min(found) / 4), np.log10(max(found) * 4), 200)
+    ax.loglog(grid, hardware.attainable_flops(grid) / 1e9, color=BLACK, linewidth=2,
+              label=f"roof: min({hardware.peak_flops / 1e9:.0f} GFLOP/s, "
+                    f"{hardware.bandwidth / 1e9:.1f} GB/s x intensity)")
+    ax.axvline(hardware.ridge_point, color=GREY, linestyle=":", linewidth=1.5,
+               label=f"ridge point: {hardware.ridge_point:.1f} FLOP/byte")
+    for i, (label, p) in enumerate(points.items()):
+        style = series_style(i + 1)
+        ax.loglog(p["intensity"], p["flops_per_s"] / 1e9, linestyle="none", markersize=9,
+                  color=style["color"], marker=style["marker"],
+                  label=f"{label}: {p['fraction']:.0%} of the roof")
+        ax.vlines(p["intensity"], p["flops_per_s"] / 1e9, p["roof"] / 1e9,
+                  color=style["color"], linestyle=style["linestyle"], linewidth=1)
+    label_axes(ax, title, "arithmetic intensity (FLOP per byte, log scale)",
+               "attained GFLOP/s (log scale)", legend=False)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+__all__ += ["measured_roofline"]
