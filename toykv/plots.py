@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import FuncFormatter
 
 # Okabe & Ito, "Color Universal Design" (2008)
 BLUE, ORANGE, GREEN, VERMILLION = "#0072B2", "#E69F00", "#009E73", "#D55E00"
@@ -342,6 +343,10 @@ def measured_roofline(hardware, points: dict, title: str):
                   color=style["color"], linestyle=style["linestyle"], linewidth=1)
     label_axes(ax, title, "arithmetic intensity (FLOP per byte, log scale)",
                "attained GFLOP/s (log scale)", legend=False)
+    plain = FuncFormatter(lambda v, _: f"{v:g}")       # 0.5, 10, 60 rather than 6 x 10^1
+    ax.xaxis.set_major_formatter(plain)
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)                # a short y range labels its minors
     ax.legend(fontsize=8, loc="lower right")
     return fig
 
