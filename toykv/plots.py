@@ -343,10 +343,11 @@ def measured_roofline(hardware, points: dict, title: str):
                   color=style["color"], linestyle=style["linestyle"], linewidth=1)
     label_axes(ax, title, "arithmetic intensity (FLOP per byte, log scale)",
                "attained GFLOP/s (log scale)", legend=False)
-    plain = FuncFormatter(lambda v, _: f"{v:g}")       # 0.5, 10, 60 rather than 6 x 10^1
+    low, high = ax.get_ylim()                          # whole decades: labels 1, 10, 100
+    ax.set_ylim(10 ** np.floor(np.log10(low)), 10 ** np.ceil(np.log10(high)))
+    plain = FuncFormatter(lambda v, _: f"{v:g}")       # 0.1, 10 rather than 10^-1, 10^1
     ax.xaxis.set_major_formatter(plain)
     ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)                # a short y range labels its minors
     ax.legend(fontsize=8, loc="lower right")
     return fig
 
