@@ -225,3 +225,16 @@ class KVCache:
             raise ValueError("cache belongs to another ToyTransformer: its keys and values "
                              "come from that model's weights (even with an equal config); "
                              "use this model's new_cache()")
+
+    def copy(self) -> "KVCache":
+        """A new cache holding the same tokens, bound to the same model, that fills on its own:
+        prefix reuse fills one cache with a shared prompt and continues a copy per request.
+        Only the held slots are copied; the copy has the same capacity, batch and kv_dtype."""
+        twin = KVCache(self.config, self.batch, self.kv_dtype)
+        twin._owner = self._owner
+        for layer, (mine, theirs) in enumerate(zip(self.layers, twin.layers)):
+            held = self.held(layer)              # slots 0..held-1: in order, or a full ring
+            for name, array in mine.items():     # [(B,) capacity, ...]
+                self._rows(theirs[name])[:, :held] = self._rows(array)[:, :held]
+        twin.length = self.length
+        return twin

@@ -39,12 +39,15 @@ def _check_stop_ids(stop_ids, vocab_size: int) -> frozenset:
 
 
 def decode_steps(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
-                 kv_dtype: str = "float32", stop_ids=None):
+                 kv_dtype: str = "float32", stop_ids=None, cache=None):
     """Yield a Step per new token. Without a cache every step re-runs the whole sequence.
 
     stop_ids: token ids (one int or several) that end generation: the step that produces one
-    is the last, as Hugging Face's eos_token_id does. Every argument is checked, and a run that
-    could not fit in max_seq_len is refused, before the first forward pass.
+    is the last, as Hugging Face's eos_token_id does. cache: a filled cache of this model to
+    continue (prefix reuse: pass a copy, it is filled further); prompt_ids are then the tokens
+    that follow its len(cache) tokens, and Step.context counts them all. Without it a new cache
+    of kv_dtype is made. Every argument is checked, and a run that could not fit in
+    max_seq_len is refused, before the first forward pass.
     """
     ids, batched = model._check_ids(prompt_ids)
     if batched:
@@ -54,32 +57,43 @@ def decode_steps(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
     max_new_tokens = validate.count("max_new_tokens", max_new_tokens, 0)
     validate.flag("use_cache", use_cache)
     stops = _check_stop_ids(stop_ids, model.config.vocab_size)
-    longest = len(ids) + max(max_new_tokens - 1, 0)   # the last new token is never fed back
+    start = 0
+    if cache is not None:
+        if not use_cache:
+            raise ValueError("cache was given with use_cache=False; a run without a cache "
+                             "takes no cache")
+        model._check_cache(cache, None)         # this model's, one sequence
+        start = len(cache)
+    longest = start + len(ids) + max(max_new_tokens - 1, 0)   # the last token is not fed back
     if longest > model.config.max_seq_len:
-        raise ValueError(f"a {len(ids)}-token prompt and max_new_tokens={max_new_tokens} need "
-                         f"{longest} positions, more than max_seq_len "
+        held = f"{start} cached tokens, " if start else ""
+        raise ValueError(f"{held}a {len(ids)}-token prompt and max_new_tokens={max_new_tokens} "
+                         f"need {longest} positions, more than max_seq_len "
                          f"{model.config.max_seq_len}")
-    cache = model.new_cache(kv_dtype=kv_dtype) if use_cache else None
-    return _steps(model, ids, max_new_tokens, cache, stops)
+    if cache is None and use_cache:
+        cache = model.new_cache(kv_dtype=kv_dtype)
+    return _steps(model, ids, max_new_tokens, cache, stops, start)
 
 
-def _steps(model, ids, max_new_tokens, cache, stops):
+def _steps(model, ids, max_new_tokens, cache, stops, start=0):
     for index in range(max_new_tokens):
         feed = ids[-1:] if (cache is not None and index > 0) else ids
         flops0, t0 = model.flops, time.perf_counter()
         logits = model.forward(feed, cache)[-1]
         seconds = time.perf_counter() - t0
         token = int(np.argmax(logits))
-        yield Step(index, "prefill" if index == 0 else "decode", token, len(feed), len(ids),
-                   seconds, model.flops - flops0, 0 if cache is None else len(cache),
-                   0 if cache is None else cache.nbytes, logits)
+        yield Step(index, "prefill" if index == 0 else "decode", token, len(feed),
+                   start + len(ids), seconds, model.flops - flops0,
+                   0 if cache is None else len(cache), 0 if cache is None else cache.nbytes,
+                   logits)
         if token in stops:
             return
         ids.append(token)
 
 
 def generate(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
-             stop_ids=None) -> list[int]:
-    """Greedy decoding; returns the new token ids, ending with the stop token if one came."""
+             stop_ids=None, cache=None) -> list[int]:
+    """Greedy decoding; returns the new token ids, ending with the stop token if one came.
+    cache: a filled cache to continue, as in decode_steps."""
     return [step.token for step in decode_steps(model, prompt_ids, max_new_tokens, use_cache,
-                                                stop_ids=stop_ids)]
+                                                stop_ids=stop_ids, cache=cache)]

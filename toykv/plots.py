@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import FuncFormatter
 
 # Okabe & Ito, "Color Universal Design" (2008)
 BLUE, ORANGE, GREEN, VERMILLION = "#0072B2", "#E69F00", "#009E73", "#D55E00"
@@ -443,3 +444,37 @@ def memory_plans(plans: dict, room: float, title: str):
 
 
 __all__ += ["prefill_decode_times", "batch_throughput", "throughput_bounds", "memory_plans"]
+
+
+# -- chapter 9 --------------------------------------------------------------------------
+def measured_roofline(hardware, points: dict, title: str):
+    """A machine's roofline, min(peak, bandwidth x intensity), log-log, with measured runs on
+    it. points: {label: Hardware.measured_point(...) dict}; each is labelled with the share of
+    the roof it attained."""
+    fig, (ax,) = figure(width=7.0, height=4.6)
+    found = [p["intensity"] for p in points.values()] + [hardware.ridge_point]
+    grid = np.logspace(np.log10(min(found) / 4), np.log10(max(found) * 4), 200)
+    ax.loglog(grid, hardware.attainable_flops(grid) / 1e9, color=BLACK, linewidth=2,
+              label=f"roof: min({hardware.peak_flops / 1e9:.0f} GFLOP/s, "
+                    f"{hardware.bandwidth / 1e9:.1f} GB/s x intensity)")
+    ax.axvline(hardware.ridge_point, color=GREY, linestyle=":", linewidth=1.5,
+               label=f"ridge point: {hardware.ridge_point:.1f} FLOP/byte")
+    for i, (label, p) in enumerate(points.items()):
+        style = series_style(i + 1)
+        ax.loglog(p["intensity"], p["flops_per_s"] / 1e9, linestyle="none", markersize=9,
+                  color=style["color"], marker=style["marker"],
+                  label=f"{label}: {p['fraction']:.0%} of the roof")
+        ax.vlines(p["intensity"], p["flops_per_s"] / 1e9, p["roof"] / 1e9,
+                  color=style["color"], linestyle=style["linestyle"], linewidth=1)
+    label_axes(ax, title, "arithmetic intensity (FLOP per byte, log scale)",
+               "attained GFLOP/s (log scale)", legend=False)
+    low, high = ax.get_ylim()                          # whole decades: labels 1, 10, 100
+    ax.set_ylim(10 ** np.floor(np.log10(low)), 10 ** np.ceil(np.log10(high)))
+    plain = FuncFormatter(lambda v, _: f"{v:g}")       # 0.1, 10 rather than 10^-1, 10^1
+    ax.xaxis.set_major_formatter(plain)
+    ax.yaxis.set_major_formatter(plain)
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+__all__ += ["measured_roofline"]

@@ -60,6 +60,22 @@ class Hardware:
         validate.number("nbytes", nbytes, allow_minimum=True)
         return max(flops / self.peak_flops, nbytes / self.bandwidth)
 
+    def measured_point(self, flops: float, nbytes: float, seconds: float) -> dict:
+        """Where a measured run of `flops` FLOPs moving `nbytes` bytes in `seconds` sits on this
+        roofline: {'intensity': FLOP/byte, 'flops_per_s', 'bytes_per_s', 'roof': the attainable
+        FLOP/s at that intensity, 'fraction': flops_per_s / roof, 'limit': 'memory' below the
+        ridge point, else 'compute'}. For a memory-bound run the fraction equals bytes_per_s /
+        bandwidth: the share of its bandwidth bound it attained."""
+        flops = validate.number("flops", flops)
+        nbytes = validate.number("nbytes", nbytes)
+        seconds = validate.number("seconds", seconds)
+        intensity = flops / nbytes
+        roof = self.attainable_flops(intensity)
+        return {"intensity": intensity, "flops_per_s": flops / seconds,
+                "bytes_per_s": nbytes / seconds, "roof": roof,
+                "fraction": flops / seconds / roof,
+                "limit": "memory" if intensity < self.ridge_point else "compute"}
+
 
 # Dense (no 2:4 sparsity) BF16 tensor-core peaks and memory bandwidth, from each vendor's
 # document. The figures were checked against quotations of those documents found with a

@@ -1,0 +1,105 @@
+"""The self-checks of chapter 9: the official answers pass, typical mistakes get their hint,
+None says "not answered yet", and the expected answer is never printed.
+
+Expected values are hand products of SmolLM2-135M's published shapes (30 layers, 9 query heads,
+3 KV heads of 64, d_model 576, d_ff 1536, vocabulary 49,152, tied embeddings), not toykv.sizing.
+"""
+from __future__ import annotations
+
+import pytest
+
+from toykv import check
+from toykv.check._core import NOT_ANSWERED
+
+from check_helpers import assert_hint, assert_right, said
+
+L, H, HKV, HD, D, F, V = 30, 9, 3, 64, 576, 1536, 49152
+
+
+def kv(tokens, b, kv_heads=HKV):
+    return 2 * L * kv_heads * HD * tokens * b
+
+
+# ex1: 40-token prompt, 60 new tokens: 99 tokens held, float32
+EX1 = kv(99, 4)
+
+# ex2: bf16, 135e6 published parameters, 8,192 tokens, L4 at 300 GB/s
+W_BF16 = 2 * 135_000_000
+EX2 = 300e9 / (W_BF16 + kv(8192, 2))
+
+# ex3: FLOPs of a pass of T new tokens against Tk keys (matmuls, 2 per multiply-add)
+
+
+def pass_flops(T, Tk):
+    layer = (2 * T * D * H * HD + 2 * 2 * T * D * HKV * HD       # q; k and v
+             + 2 * 2 * H * T * Tk * HD                          # scores and values
+             + 2 * T * H * HD * D + 3 * 2 * T * D * F)          # out; MLP
+    return L * layer + 2 * T * D * V                            # + output head
+
+
+EX3 = 8 * pass_flops(1020, 1020) / (pass_flops(1000, 1000) + 8 * pass_flops(20, 1020))
+EX3_HAND = 8 * 1020 / (1000 + 8 * 20)
+
+# ex4: every weight once (tied embedding, norms), float32 vs 20 bytes per 32 weights
+PARAMS = V * D + L * (2 * D + D * H * HD + 2 * D * HKV * HD + H * HD * D + 3 * D * F) + D
+
+
+def q4_ratio(tokens):
+    return (4 * PARAMS + kv(tokens, 4)) / (PARAMS * 20 / 32 + kv(tokens, 4))
+
+
+EX4 = q4_ratio(1024)
+
+CHECKS = [check.ch9_ex1, check.ch9_ex2, check.ch9_ex3, check.ch9_ex4]
+
+
+@pytest.mark.parametrize("fn", CHECKS)
+def test_none_is_not_answered(fn, capsys):
+    assert not fn(None)
+    assert NOT_ANSWERED in said(capsys)
+
+
+def test_ex1(capsys):
+    assert EX1 == 4_561_920
+    assert_right(check.ch9_ex1, EX1, capsys)
+    assert_hint(check.ch9_ex1, kv(100, 4), "never fed back", capsys, EX1)
+    assert_hint(check.ch9_ex1, kv(99, 2), "float32", capsys, EX1)    # bf16, or no V
+    assert_hint(check.ch9_ex1, EX1 // 2, "factor 2", capsys, EX1)
+    assert_hint(check.ch9_ex1, kv(99, 4, kv_heads=H), "KV heads", capsys, EX1)
+    assert_hint(check.ch9_ex1, kv(40, 4), "decode steps", capsys, EX1)
+    assert not check.ch9_ex1(float(EX1))                 # a whole number of bytes
+    said(capsys)
+
+
+def test_ex2(capsys):
+    assert round(EX2) == 654
+    assert_right(check.ch9_ex2, EX2, capsys)
+    assert_right(check.ch9_ex2, 654, capsys)             # rounded by hand
+    assert_hint(check.ch9_ex2, 300e9 / W_BF16, "empty cache", capsys)
+    assert_hint(check.ch9_ex2, 300e9 / (2 * W_BF16 + kv(8192, 4)), "bf16", capsys)
+    assert_hint(check.ch9_ex2, 300e9 / (W_BF16 + kv(8192, 2, kv_heads=H)), "KV heads",
+                capsys)
+    assert_hint(check.ch9_ex2, 300e9 / kv(8192, 2), "weights as well", capsys)
+
+
+def test_ex3(capsys):
+    assert_right(check.ch9_ex3, EX3, capsys)
+    assert_right(check.ch9_ex3, EX3_HAND, capsys)        # the token count is close enough
+    assert_hint(check.ch9_ex3, pass_flops(1020, 1020) / pass_flops(20, 1020),
+                "one request's saving", capsys)
+    assert_hint(check.ch9_ex3, 1 / EX3, "with / without", capsys)
+    assert_hint(check.ch9_ex3, 8 * 1020 / 1000, "own 20 tokens", capsys)
+
+
+def test_ex4(capsys):
+    assert 4.4 < EX4 < 4.5
+    assert_right(check.ch9_ex4, EX4, capsys)
+    assert_hint(check.ch9_ex4, 6.4, "weights alone", capsys)
+    assert_hint(check.ch9_ex4, q4_ratio(8192), "8,192", capsys)
+    assert_hint(check.ch9_ex4, 1 / EX4, "new bound over the old", capsys)
+
+
+@pytest.mark.parametrize("fn", CHECKS)
+def test_a_string_is_not_an_answer(fn, capsys):
+    assert not fn("654")
+    assert said(capsys).startswith("Not right yet:")
