@@ -206,6 +206,15 @@ def test_rope_rows_are_the_same_however_they_are_asked_for():
     assert np.array_equal(alone, long_table[[9_999, 5]])
 
 
+def test_rope_table_copy_is_an_array_to_edit():
+    model = make_model("mha")
+    table = model.cos.copy()                               # chapter 3 plants a bug in one
+    assert isinstance(table, np.ndarray) and table.shape == (BASE["max_seq_len"], 8)
+    table[5:] = table[0]
+    assert np.array_equal(model.cos[[5]], np.asarray(model.cos)[[5]])   # the model's: untouched
+    assert not np.array_equal(table[5], model.cos[5])
+
+
 def test_rope_table_as_an_array_for_a_small_model():
     model = make_model("mha")
     table = np.asarray(model.sin)

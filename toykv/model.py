@@ -83,6 +83,10 @@ class RopeTable:
         self._rows = rope_cos_sin(np.arange(n), self.head_dim, self.theta)[self.part]
         return True
 
+    def copy(self) -> np.ndarray:
+        """The whole table as a plain [max_seq_len, d] array, to edit (chapter 3 plants a bug)."""
+        return np.array(self)
+
     def __array__(self, dtype=None, copy=None):
         validate.fits_in_memory("the whole RoPE table", 16 * self.n_positions * self.head_dim,
                                 "index it with the positions you need instead")
