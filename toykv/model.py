@@ -103,7 +103,8 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 
 def weight_layout(w: np.ndarray) -> np.ndarray:
     """A [n_in, n_out] float32 matrix, column-major when n_out <= n_in (as a checkpoint's
-    [out, in] matrix read transposed is): OpenBLAS streams those faster in x @ W."""
+    [out, in] matrix read transposed is): OpenBLAS streams those faster in x @ W, and the
+    wide ones row-major. The embedding [|V|, D] too: its transpose, the tied head, is wide."""
     order = "F" if w.shape[1] <= w.shape[0] else "C"
     return np.asarray(w, dtype=np.float32, order=order)
 
@@ -276,7 +277,7 @@ class ToyTransformer:
         def w(n_in, n_out, scale=1.0):                  # [n_in, n_out], variance 1/n_in
             return weight_layout(rng.standard_normal((n_in, n_out)) * scale / np.sqrt(n_in))
 
-        self.embed = (rng.standard_normal((c.vocab_size, D)) / np.sqrt(D)).astype(np.float32)
+        self.embed = weight_layout(rng.standard_normal((c.vocab_size, D)) / np.sqrt(D))
         self.layers = []
         for _ in range(c.n_layers):
             layer = {"attn_norm": np.ones(D, np.float32), "mlp_norm": np.ones(D, np.float32),
