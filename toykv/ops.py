@@ -38,7 +38,7 @@ class Ops:
         return np.cumsum(x, axis=-1)[..., -1:]          # a running sum: strictly front to back
 
 
-FEW_OUTPUTS = 512     # below this many outputs, fixed_order_matmul's running sums are faster
+FEW_OUTPUTS = 512     # up to this many outputs, fixed_order_matmul's running sums are faster
 
 
 def fixed_order_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
