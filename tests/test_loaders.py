@@ -50,7 +50,8 @@ def hf_config(config: ModelConfig, **changes) -> dict:
 
 def hf_tensors(model) -> dict:
     """The model's arrays under Hugging Face's names, projections as [out, in]."""
-    t = {"model.embed_tokens.weight": model.embed, "model.norm.weight": model.final_norm}
+    t = {"model.embed_tokens.weight": np.ascontiguousarray(model.embed),   # row-major on disk
+         "model.norm.weight": model.final_norm}
     for i, layer in enumerate(model.layers):
         p = f"model.layers.{i}."
         t[p + "input_layernorm.weight"] = layer["attn_norm"]

@@ -1,5 +1,7 @@
 """ToyTransformer: an independent float64 reference for every attention variant, cached vs
 recomputed logits, batches row by row, RoPE for any length, and weights checked on the way in."""
+import copy
+import pickle
 import tracemalloc
 
 import numpy as np
@@ -8,7 +10,8 @@ from conftest import (BASE, KV_DTYPES, MLA, VARIANTS, batch_ids, config, make_mo
                       ref_forward, ref_rope, token_ids)
 
 from toykv import ModelConfig, ToyTransformer, generate, zoo
-from toykv.model import weight_shapes
+from toykv.model import Layer, weight_shapes
+from toykv.ops import FEW_OUTPUTS, Ops
 
 # -- the independent reference (tests/conftest.py: per-head loops in float64) --------------
 
@@ -203,6 +206,15 @@ def test_rope_rows_are_the_same_however_they_are_asked_for():
     assert np.array_equal(alone, long_table[[9_999, 5]])
 
 
+def test_rope_table_copy_is_an_array_to_edit():
+    model = make_model("mha")
+    table = model.cos.copy()                               # chapter 3 plants a bug in one
+    assert isinstance(table, np.ndarray) and table.shape == (BASE["max_seq_len"], 8)
+    table[5:] = table[0]
+    assert np.array_equal(model.cos[[5]], np.asarray(model.cos)[[5]])   # the model's: untouched
+    assert not np.array_equal(table[5], model.cos[5])
+
+
 def test_rope_table_as_an_array_for_a_small_model():
     model = make_model("mha")
     table = np.asarray(model.sin)
@@ -386,3 +398,104 @@ def test_same_seed_same_model_different_seed_different(name):
 def test_mla_config_has_latent_cache_names():
     assert set(make_model("mla_expanded").new_cache().layers[0]) == {"c_kv", "k_rope"}
     assert MLA["kv_lora_rank"] == make_model("mla_expanded").new_cache().layers[0]["c_kv"].shape[1]
+
+
+# -- fused projections: one matrix per input, the named weights are views into it ------------
+
+def test_fused_matrices_are_the_named_weights_side_by_side():
+    model, c = make_model("gqa"), config("gqa")
+    layer = model.layers[0]
+    q, kv = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+    assert layer.fused["qkv"].shape == (c.d_model, q + 2 * kv)
+    assert layer.fused["gate_up"].shape == (c.d_model, 2 * c.d_ff)
+    for group, names in Layer.GROUPS.items():
+        for name in names:
+            assert np.shares_memory(layer[name], layer.fused[group]), name
+    assert set(layer) == set(weight_shapes(c)["layers"])          # no extra names
+    assert set(make_model("mla_absorbed").layers[0].fused) == {"gate_up"}
+
+
+@pytest.mark.parametrize("name", ["gqa", "mla_expanded"])
+def test_assigning_a_weight_changes_the_model(name):
+    model, ids = make_model(name), token_ids(9)
+    before = model.forward(ids)
+    layer = model.layers[1]
+    new = np.random.default_rng(7).standard_normal(layer["wq"].shape).astype(np.float32)
+    layer["wq"] = new                                   # as chapter 1's check rewires heads
+    layer.update(w_up=2 * layer["w_up"])
+    assert np.array_equal(layer["wq"], new)
+    after = model.forward(ids)
+    assert np.abs(after - before).max() > 1e-3
+    np.testing.assert_allclose(after, ref_forward(model, ids), atol=1e-5, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"layer\['w_up'\] has shape"):
+        layer["w_up"] = layer["w_up"][:, 1:]
+
+
+def test_copies_and_pickles_keep_their_own_fused_matrices():
+    model, ids = make_model("gqa"), token_ids(9)
+    for clone in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):
+        layer = clone.layers[0]
+        assert np.shares_memory(layer["wk"], layer.fused["qkv"])
+        assert not np.shares_memory(layer["wk"], model.layers[0]["wk"])
+        assert np.array_equal(clone.forward(ids), model.forward(ids))
+        layer["wk"] = 0 * layer["wk"]                      # the clone changes, the model not
+        assert not np.array_equal(clone.forward(ids), model.forward(ids))
+
+
+def test_attention_and_mlp_take_a_plain_dict_of_weights():
+    model, ids = make_model("gqa"), token_ids(7)
+    layer, positions = model.layers[0], np.arange(7)
+    h = model.rms_norm(model.embed[ids], layer["attn_norm"])           # [7, D]
+    plain = {name: np.array(a) for name, a in layer.items()}            # separate copies
+    assert np.array_equal(model.attention(h, plain, 0, positions, None),
+                          model.attention(h, layer, 0, positions, None))
+    assert np.array_equal(model.mlp(h, plain), model.mlp(h, layer))
+
+
+# -- the fixed-order backend ------------------------------------------------------------------
+
+def sequential_matmul(a, b):
+    """Reference: every output summed term by term in float32, one Python step at a time."""
+    a, b = np.broadcast_arrays(a[..., :, :, None], b[..., None, :, :])      # [..., m, k, n]
+    out = np.empty(a.shape[:-3] + (a.shape[-3], a.shape[-1]), np.float32)
+    for index in np.ndindex(out.shape):
+        *batch, i, j = index
+        terms = a[(*batch, i, slice(None), j)] * b[(*batch, i, slice(None), j)]   # float32
+        total = terms[0]
+        for term in terms[1:]:
+            total = np.float32(total + term)
+        out[index] = total
+    return out
+
+
+def spread(shape, seed):
+    """float32 values from 1e-6 to 1e6, so the order of the additions shows in the sums."""
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(shape) * 10.0 ** rng.integers(-6, 7, shape)).astype(np.float32)
+
+
+@pytest.mark.parametrize("a_shape, b_shape, few", [
+    ((1, 40), (40, 12), True),           # few outputs: running sums over every product
+    ((3, 2, 1, 17), (2, 17, 5), True),   # few outputs, broadcast batch
+    ((30, 40), (40, 25), False),         # many outputs: one term of every output at a time
+    ((2, 3, 9, 16), (3, 16, 11), False),   # many outputs, broadcast batch
+])
+def test_fixed_order_matmul_sums_each_output_front_to_back(a_shape, b_shape, few):
+    a, b = spread(a_shape, 0), np.asfortranarray(spread(b_shape, 1))
+    ours, expected = Ops(exact=True).matmul(a, b), sequential_matmul(a, b)
+    assert (expected.size <= FEW_OUTPUTS) == few                # both ways are tested
+    assert ours.shape == expected.shape and np.array_equal(ours, expected)
+    assert not np.array_equal(np.matmul(a.astype(np.float64), b), expected)   # order shows
+
+
+def test_fixed_order_sum_is_front_to_back():
+    x = spread((3, 500), 2)
+    expected = np.empty((3, 1), np.float32)
+    for row in range(3):
+        total = x[row, 0]
+        for value in x[row, 1:]:
+            total = np.float32(total + value)
+        expected[row] = total
+    assert np.array_equal(Ops(exact=True).sum_last(x), expected)
+    assert np.array_equal(Ops(exact=True).sum_last(x[0]), expected[0])       # 1-D as well
+    assert not np.array_equal(x.sum(axis=-1, keepdims=True), expected)       # pairwise differs

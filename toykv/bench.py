@@ -9,7 +9,10 @@ Prints the machine and then
    source_blog_numpy_toy measured 58x),
 4. the exact backend's slowdown over the default one,
 5. widget update latency: median time of a cache-fill Step/Reset and a size-calculator
-   change, against a 100 ms budget.
+   change, against a 100 ms budget,
+6. a decode step of each attention variant at 16K tokens against its one-thread bound,
+7. decode of SmolLM2-135M's shapes (float32) against its bandwidth bound (chapter 9),
+8. batched decode at batch 1, 4 and 16: tokens/s against the bandwidth bound (chapter 6).
 Each ratio carries PASS or BELOW FLOOR. Bandwidth and peak come from toykv.roofline and are
 measured in rounds interleaved with the model's runs, because on a shared machine they drift
 within seconds. The run also reports how busy other processes kept the CPUs: when they used
@@ -17,6 +20,7 @@ more than a few percent, the figures say more about the neighbours than about to
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import os
 import time
@@ -25,7 +29,7 @@ import numpy as np
 
 from . import roofline
 from .config import ModelConfig, source_toy
-from .flops import forward_flops
+from .flops import cached_step_flops, forward_flops
 from .generate import decode_steps
 from .model import ToyTransformer
 
@@ -39,6 +43,10 @@ TOY_PROMPT, TOY_END, WINDOW = 32, 512, 32  # toy: 32-token prompt to 512; 32-ste
 EXACT_NEW_TOKENS = 64
 SOURCE_UNCACHED_OVER_CACHED = 58    # source_blog_numpy_toy: 35.1 ms / 0.60 ms per step at 512
 BUSY_WARNING = 0.05                 # other processes' share of the CPUs that spoils timings
+HIGH_STATE = 48e9                   # this VM's measured bandwidth sits near 35 or near 60 GB/s
+SMOLLM2 = "smollm2-135m"            # toykv.zoo's entry, shapes from the model's GGUF metadata
+SMOLLM2_PROMPT = 512                # decode starts from a 512-token context, as in section 1
+BATCHES, BATCH_PROMPT, BATCH_ROUNDS, BATCH_STEPS = (1, 4, 16), 64, 3, 6
 
 
 def verdict(ratio: float, floor: float, higher_is_better: bool = True) -> str:
@@ -135,28 +143,41 @@ def bench_decode(model, cache, token):
     return bandwidths, rounds, step_bytes
 
 
+def print_decode(bandwidths, rounds, step_bytes):
+    """Per round and overall: bytes per step / step time / bandwidth, and the median ratio of
+    the rounds in each of the machine's bandwidth states."""
+    steps = [t for r in rounds for t in r]
+    bandwidth, step, nbytes = (float(np.median(bandwidths)), float(np.median(steps)),
+                               float(np.median(step_bytes)))
+    print(f"   {DECODE_ROUNDS} rounds of [measure_bandwidth(), {STEPS_PER_ROUND} cached steps]:")
+    for b, r in zip(bandwidths, rounds):
+        print(f"     bandwidth {b / 1e9:5.1f} GB/s, median step {np.median(r) * 1e3:6.2f} ms "
+              f"-> {nbytes / np.median(r) / b:.2f}")
+    print(f"   bytes per step {nbytes / 1e6:.1f} MB (weights + cache); median step "
+          f"{step * 1e3:.2f} ms (best {min(steps) * 1e3:.2f}); median bandwidth "
+          f"{bandwidth / 1e9:.1f} GB/s")
+    ratio = nbytes / step / bandwidth
+    print(f"   -> {nbytes / step / 1e9:.1f} GB/s = {ratio:.2f} of measured bandwidth  "
+          f"(goal 0.8, floor 0.5)  {verdict(ratio, 0.5)}")
+    for name, high in (("below", False), ("above", True)):
+        ratios = [nbytes / np.median(r) / b for b, r in zip(bandwidths, rounds)
+                  if (b >= HIGH_STATE) == high]
+        if ratios:
+            ratio = float(np.median(ratios))
+            print(f"   rounds {name} {HIGH_STATE / 1e9:.0f} GB/s: {len(ratios)}, median of their "
+                  f"ratios {ratio:.2f}  {verdict(ratio, 0.5)}")
+
+
 def bench_decode_and_prefill():
     c = DECODE_CONFIG
     model = ToyTransformer(c)
     prompt = random_prompt(PROMPT_LEN, c.vocab_size)
     peaks, prefill_times, cache, logits = bench_prefill(model, prompt)
     bandwidths, rounds, step_bytes = bench_decode(model, cache, int(np.argmax(logits[-1])))
-
-    steps = [t for r in rounds for t in r]
-    bandwidth, step, nbytes = (float(np.median(bandwidths)), float(np.median(steps)),
-                               float(np.median(step_bytes)))
-    ratio = nbytes / step / bandwidth
     print(f"\n1. decode ({c.n_layers} layers, d_model {c.d_model}, {c.n_heads} heads, d_ff "
           f"{c.d_ff}, vocab {c.vocab_size}; float32 weights {model.weight_nbytes / 1e9:.3f} GB; "
-          f"context {PROMPT_LEN + 1}-{PROMPT_LEN + len(steps)})")
-    print(f"   {DECODE_ROUNDS} rounds of [measure_bandwidth(), {STEPS_PER_ROUND} cached steps]:")
-    for b, r in zip(bandwidths, rounds):
-        print(f"     bandwidth {b / 1e9:5.1f} GB/s, median step {np.median(r) * 1e3:6.2f} ms "
-              f"-> {nbytes / np.median(r) / b:.2f}")
-    print(f"   bytes per step {nbytes / 1e6:.1f} MB (weights + cache); median step {step * 1e3:.2f} ms "
-          f"(best {min(steps) * 1e3:.2f}); median bandwidth {bandwidth / 1e9:.1f} GB/s")
-    print(f"   -> {nbytes / step / 1e9:.1f} GB/s = {ratio:.2f} of measured bandwidth  "
-          f"(goal 0.8, floor 0.5)  {verdict(ratio, 0.5)}")
+          f"context {PROMPT_LEN + 1}-{PROMPT_LEN + DECODE_ROUNDS * STEPS_PER_ROUND})")
+    print_decode(bandwidths, rounds, step_bytes)
 
     peak, flops, prefill = (float(np.median(peaks)), forward_flops(c, PROMPT_LEN),
                             float(np.median(prefill_times)))
@@ -257,6 +278,58 @@ def bench_variants(context: int = 16384, steps: int = 7):
         del model
 
 
+def bench_smollm2():
+    """7. Decode of SmolLM2-135M-Instruct's shapes, float32, against its bandwidth bound: the
+    zoo's config with seeded weights (a step's time does not depend on the values)."""
+    from .zoo import get
+    config = dataclasses.replace(get(SMOLLM2).config, max_seq_len=1024)
+    model = ToyTransformer(config)
+    prompt = random_prompt(SMOLLM2_PROMPT, config.vocab_size)
+    cache = model.new_cache()
+    token = int(np.argmax(model.forward(prompt, cache)[-1]))
+    bandwidths, rounds, step_bytes = bench_decode(model, cache, token)
+    c = config
+    print(f"\n7. SmolLM2-135M decode ({c.n_layers} layers, d_model {c.d_model}, {c.n_heads} "
+          f"heads / {c.n_kv_heads} KV heads, d_ff {c.d_ff}, vocab {c.vocab_size}, tied; "
+          f"toykv.zoo's shapes with seeded weights; float32 weights "
+          f"{model.weight_nbytes / 1e9:.3f} GB; "
+          f"context {SMOLLM2_PROMPT + 1}-{SMOLLM2_PROMPT + DECODE_ROUNDS * STEPS_PER_ROUND})")
+    print_decode(bandwidths, rounds, step_bytes)
+    steps = [t for r in rounds for t in r]
+    print(f"   {1 / np.median(steps):.0f} tok/s")
+
+
+def bench_batched():
+    """8. Batched decode on section 1's model: tokens/s summed over the batch, against the
+    bandwidth bound B / ((weights + B caches) / bandwidth), with bandwidth measured in rounds."""
+    c = DECODE_CONFIG
+    model = ToyTransformer(c)
+    print(f"\n8. batched decode (section 1's model, {BATCH_PROMPT}-token prompts, context "
+          f"{BATCH_PROMPT + 1}-{BATCH_PROMPT + BATCH_ROUNDS * BATCH_STEPS}); {BATCH_ROUNDS} rounds "
+          f"of [measure_bandwidth(), {BATCH_STEPS} steps] per batch; tok/s over the batch:")
+    peak = roofline.measure_matmul_peak()
+    for B in BATCHES:
+        ids = np.array([random_prompt(BATCH_PROMPT, c.vocab_size, seed=b) for b in range(B)])
+        cache = model.new_cache(batch=B)
+        tokens = np.argmax(model.forward(ids, cache)[:, -1], axis=-1)[:, None]     # [B, 1]
+        bandwidths, times, nbytes = [], [], []
+        for _ in range(BATCH_ROUNDS):
+            bandwidths.append(roofline.measure_bandwidth())
+            for _ in range(BATCH_STEPS):
+                nbytes.append(model.weight_nbytes + cache.nbytes + cache.nbytes // len(cache))
+                t0 = time.perf_counter()
+                tokens = np.argmax(model.forward(tokens, cache)[:, -1], axis=-1)[:, None]
+                times.append(time.perf_counter() - t0)
+        step, bandwidth = float(np.median(times)), float(np.median(bandwidths))
+        bound = B * bandwidth / float(np.median(nbytes))          # tok/s if bytes set the pace
+        flops = cached_step_flops(c, len(cache), batch=B)         # the last step's
+        compute = B * peak / flops                                # tok/s if FLOPs did
+        print(f"   batch {B:2d}: step {step * 1e3:6.1f} ms, {B / step:6.1f} tok/s; bandwidth "
+              f"bound {bound:6.1f} tok/s at {bandwidth / 1e9:4.1f} GB/s -> {B / step / bound:.2f}"
+              f"; compute bound {compute:.0f} tok/s at {peak / 1e9:.0f} GFLOP/s")
+        del cache
+
+
 def main():
     t_start, others = time.perf_counter(), OthersLoad()
     others.start()
@@ -270,6 +343,8 @@ def main():
     bench_exact()
     bench_widgets()
     bench_variants()
+    bench_smollm2()
+    bench_batched()
     share = others.share()
     print(f"\nload average at the end: {load_average()}; total {time.perf_counter() - t_start:.0f} s")
     if share is None:

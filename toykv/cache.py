@@ -133,23 +133,20 @@ class KVCache:
         [Tk] of those keys). Call advance(T) once every layer has been updated.
         """
         layer = validate.count("layer", layer, 0, self.config.n_layers - 1)
-        missing = [n for n in self.names if n not in new]
-        unknown = sorted(set(new) - set(self.names))
-        if missing or unknown:
-            raise ValueError(f"update needs exactly {self.names} for this cache; "
-                             f"missing {missing}, unexpected {unknown}")
-        rows, T = {}, None
+        if len(new) != len(self.names) or any(name not in new for name in self.names):
+            missing = [n for n in self.names if n not in new]
+            raise ValueError(f"update needs exactly {self.names} for this cache; missing "
+                             f"{missing}, unexpected {sorted(set(new) - set(self.names))}")
+        rows, T, lead = {}, None, 1 if self.batch is None else 2     # axes before a token's
         for name in self.names:
-            value = new[name]
-            trailing = self.layers[layer][name].shape[1 if self.batch is None else 2:]
-            lead = "[T, ...]" if self.batch is None else f"[{self.batch}, T, ...]"
+            value, shape = new[name], self.layers[layer][name].shape  # [(B,) capacity, ...]
             if (not isinstance(value, np.ndarray) or value.dtype.kind != "f"
-                    or value.shape[value.ndim - len(trailing):] != trailing
-                    or value.ndim != len(trailing) + (1 if self.batch is None else 2)
+                    or value.ndim != len(shape) or value.shape[lead:] != shape[lead:]
                     or (self.batch is not None and value.shape[0] != self.batch)):
-                shape = getattr(value, "shape", type(value).__name__)
-                raise ValueError(f"{name} must be a float array of shape {lead} with ... = "
-                                 f"{trailing}, got {shape}")
+                given = getattr(value, "shape", type(value).__name__)
+                want = "[T, ...]" if self.batch is None else f"[{self.batch}, T, ...]"
+                raise ValueError(f"{name} must be a float array of shape {want} with ... = "
+                                 f"{shape[lead:]}, got {given}")
             value = self._rows(value)
             if T is not None and value.shape[1] != T:
                 raise ValueError(f"every name must bring the same number of tokens T; "

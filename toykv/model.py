@@ -83,6 +83,10 @@ class RopeTable:
         self._rows = rope_cos_sin(np.arange(n), self.head_dim, self.theta)[self.part]
         return True
 
+    def copy(self) -> np.ndarray:
+        """The whole table as a plain [max_seq_len, d] array, to edit (chapter 3 plants a bug)."""
+        return np.array(self)
+
     def __array__(self, dtype=None, copy=None):
         validate.fits_in_memory("the whole RoPE table", 16 * self.n_positions * self.head_dim,
                                 "index it with the positions you need instead")
@@ -99,9 +103,60 @@ def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
 
 def weight_layout(w: np.ndarray) -> np.ndarray:
     """A [n_in, n_out] float32 matrix, column-major when n_out <= n_in (as a checkpoint's
-    [out, in] matrix read transposed is): OpenBLAS streams those faster in x @ W."""
+    [out, in] matrix read transposed is): OpenBLAS streams those faster in x @ W, and the
+    wide ones row-major. The embedding [|V|, D] too: its transpose, the tied head, is wide."""
     order = "F" if w.shape[1] <= w.shape[0] else "C"
     return np.asarray(w, dtype=np.float32, order=order)
+
+
+class Layer(dict):
+    """One layer's weights by name, [in, out] matrices and norm vectors, as a dict.
+
+    Projections that read the same input sit side by side in one matrix, so a step does one
+    larger product instead of two or three (BLAS streams a wide matrix faster than several
+    narrow ones): fused["qkv"] = [W_q | W_k | W_v] and fused["gate_up"] = [W_gate | W_up].
+    layer["wq"] and the others are views into them, and assigning one writes into them.
+    """
+
+    GROUPS = {"qkv": ("wq", "wk", "wv"), "gate_up": ("w_gate", "w_up")}
+
+    def __init__(self, weights: dict):
+        super().__init__(weights)
+        self.fused = {}
+        for group, names in self.GROUPS.items():
+            if all(name in weights for name in names):           # MLA has no wk, wv
+                matrix = weight_layout(np.concatenate([weights[n] for n in names], axis=1))
+                self.fused[group], start = matrix, 0
+                for name in names:                                # the views, in order
+                    width = weights[name].shape[1]
+                    super().__setitem__(name, matrix[:, start:start + width])
+                    start += width
+
+    def __setitem__(self, name, value):
+        if any(name in self.GROUPS[group] for group in self.fused):
+            if np.shape(value) != self[name].shape:
+                raise ValueError(f"layer[{name!r}] has shape {self[name].shape}, got "
+                                 f"{np.shape(value)}")
+            self[name][...] = value                               # into the fused matrix
+        else:
+            super().__setitem__(name, value)
+
+    def update(self, *args, **kwargs):
+        for name, value in dict(*args, **kwargs).items():
+            self[name] = value
+
+    def __reduce__(self):                     # copy, deepcopy and pickle rebuild the views
+        return type(self), (dict(self),)
+
+    @classmethod
+    def of(cls, layer: dict) -> Layer:
+        """layer itself, or a Layer made from a plain dict of weights."""
+        return layer if isinstance(layer, cls) else cls(layer)
+
+
+def rows(x: np.ndarray, width: int | None = None) -> np.ndarray:
+    """x [..., T, width] as the 2-D [B T, width] matrix every projection multiplies."""
+    return x.reshape(-1, x.shape[-1] if width is None else width)
 
 
 def weight_shapes(config: ModelConfig) -> dict:
@@ -207,7 +262,8 @@ class ToyTransformer:
         else:    # given arrays (a loader's): {"embed", "layers", "final_norm", "lm_head"}
             given = check_weights(weights, config)
             self.embed, self.final_norm = given["embed"], given["final_norm"]
-            self.layers, self.lm_head = given["layers"], given["lm_head"]
+            self.layers = [Layer(layer) for layer in given["layers"]]
+            self.lm_head = given["lm_head"]
         rope_dim = config.rope_head_dim if config.attention == "mla" else config.head_dim
         self.cos = RopeTable(0, config.max_seq_len, rope_dim, config.rope_theta)
         self.sin = RopeTable(1, config.max_seq_len, rope_dim, config.rope_theta)
@@ -221,7 +277,7 @@ class ToyTransformer:
         def w(n_in, n_out, scale=1.0):                  # [n_in, n_out], variance 1/n_in
             return weight_layout(rng.standard_normal((n_in, n_out)) * scale / np.sqrt(n_in))
 
-        self.embed = (rng.standard_normal((c.vocab_size, D)) / np.sqrt(D)).astype(np.float32)
+        self.embed = weight_layout(rng.standard_normal((c.vocab_size, D)) / np.sqrt(D))
         self.layers = []
         for _ in range(c.n_layers):
             layer = {"attn_norm": np.ones(D, np.float32), "mlp_norm": np.ones(D, np.float32),
@@ -235,7 +291,7 @@ class ToyTransformer:
             else:
                 layer.update(wq=w(D, H * hd), wk=w(D, c.n_kv_heads * hd),
                              wv=w(D, c.n_kv_heads * hd))
-            self.layers.append(layer)
+            self.layers.append(Layer(layer))
         self.final_norm = np.ones(D, np.float32)
         self.lm_head = None if c.tie_embeddings else w(D, c.vocab_size)
 
@@ -286,18 +342,17 @@ class ToyTransformer:
             "feed a long sequence in chunks through a cache")
         positions = np.arange(start, start + T)
         rope = self.cos[start:start + T], self.sin[start:start + T]      # [T, d], every layer
-        x = self.embed[ids.reshape(-1)]                                  # [B*T, D]: rows b*T + t
+        x = self.embed[ids if batched else ids[0]]                       # [..., T, D]
         for i, layer in enumerate(self.layers):
             h = self.rms_norm(x, layer["attn_norm"])
-            x = x + self._attention(h, B, layer, i, positions, cache, rope)
+            x = x + self.attention(h, layer, i, positions, cache, rope)
             h = self.rms_norm(x, layer["mlp_norm"])
             x = x + self.mlp(h, layer)
         if cache is not None:
             cache.advance(T)
         x = self.rms_norm(x, self.final_norm)
         head = self.embed.T if self.lm_head is None else self.lm_head    # [D, |V|]
-        logits = self.ops.matmul(x, head).reshape(B, T, -1)              # [B, T, |V|]
-        return logits if batched else logits[0]
+        return self.ops.matmul(rows(x), head).reshape(*x.shape[:-1], -1)   # [..., T, |V|]
 
     __call__ = forward
 
@@ -329,6 +384,9 @@ class ToyTransformer:
 
     def _check_cache(self, cache, rows: int | None):
         """The cache must be this model's, and batched exactly as the input is (rows None: 1-D)."""
+        if isinstance(cache, KVCache) and cache.batch == rows and cache._owner is not None \
+                and cache._owner() is self:
+            return                                       # checked when this model claimed it
         if not isinstance(cache, KVCache) or cache.config != self.config:
             raise ValueError("cache was made for a model with another config; "
                              "use model.new_cache()")
@@ -349,90 +407,87 @@ class ToyTransformer:
         return x / np.sqrt(mean_sq + np.float32(self.config.norm_eps)) * weight
 
     def mlp(self, h: np.ndarray, layer: dict) -> np.ndarray:
-        """SwiGLU: (silu(h W_gate) * (h W_up)) W_down. [T, D] -> [T, D]"""
-        gate = self.ops.matmul(h, layer["w_gate"])                       # [T, F]
-        up = self.ops.matmul(h, layer["w_up"])                           # [T, F]
+        """SwiGLU: (silu(h W_gate) * (h W_up)) W_down. [..., T, D] -> the same shape"""
+        F = self.config.d_ff
+        gate_up = self.ops.matmul(rows(h), Layer.of(layer).fused["gate_up"])   # [B T, 2F]
+        gate, up = gate_up[:, :F], gate_up[:, F:]                        # [B T, F] each
         act = np.negative(gate)              # silu(gate) * up = gate / (1 + e^-gate) * up,
-        np.exp(act, out=act)                 # computed in place: no [T, F] temporaries
+        np.exp(act, out=act)                 # computed in place: no [B T, F] temporaries
         act += 1
         np.divide(gate, act, out=act)
         act *= up
-        return self.ops.matmul(act, layer["w_down"])
+        return self.ops.matmul(act, layer["w_down"]).reshape(h.shape)
 
-    def attention(self, h, layer, i, positions, cache):
-        """Attention of layer i for the new tokens at `positions` [T] (shared by the rows):
-        h [T, D] or [B, T, D] -> the same shape. With a cache, their K and V are stored in it
-        (call cache.advance(T) after the last layer, as forward does)."""
-        B = 1 if h.ndim == 2 else len(h)
+    def attention(self, h, layer, i, positions, cache, rope=None):
+        """Attention of layer i for the new tokens at `positions` [T]: h [T, D] (one sequence)
+        or [B, T, D] (a batch; the rows share the positions) -> the same shape. With a cache,
+        their K and V are stored in it (call cache.advance(T) after the last layer, as forward
+        does). rope: (cos, sin) [T, d] of the positions when already looked up."""
         if cache is not None:
-            self._check_cache(cache, None if h.ndim == 2 else B)
-        out = self._attention(h.reshape(-1, h.shape[-1]), B, layer, i, positions, cache,
-                              self.rope(positions))
-        return out.reshape(h.shape)
-
-    def _attention(self, h, B, layer, i, positions, cache, rope):
-        """attention() without the checks, on B sequences as rows: h [B*T, D] -> [B*T, D].
-        rope = (cos, sin) [T, d] of the positions."""
+            self._check_cache(cache, None if h.ndim == 2 else len(h))
+        cos, sin = self.rope(positions) if rope is None else rope        # [T, d] each
         if self.config.attention == "mla":
-            return self.mla_attention(h, B, layer, i, positions, cache, rope)
+            return self.mla_attention(h, layer, i, positions, cache, cos, sin)
         c, mm = self.config, self.ops.matmul
-        T, H, Hkv, hd = len(h) // B, c.n_heads, c.n_kv_heads, c.head_dim
-        cos, sin = rope                                                  # [T, d_h] each
-        q = mm(h, layer["wq"]).reshape(B, T, H, hd).transpose(0, 2, 1, 3)  # [B, H, T, d_h]
-        k = mm(h, layer["wk"]).reshape(B, T, Hkv, hd)                    # [B, T, H_kv, d_h]
-        v = mm(h, layer["wv"]).reshape(B, T, Hkv, hd)                    # [B, T, H_kv, d_h]
-        q = apply_rope(q, cos, sin)
-        k = apply_rope(k.transpose(0, 2, 1, 3), cos, sin).transpose(0, 2, 1, 3)
+        *lead, T, D = h.shape                    # lead: () for one sequence, (B,) for a batch
+        H, Hkv, hd = c.n_heads, c.n_kv_heads, c.head_dim
+        qkv = mm(rows(h), Layer.of(layer).fused["qkv"])                  # [B T, (H + 2 H_kv) d_h]
+        qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)                     # q, k, v heads in a row
+        qk = apply_rope(qkv[..., :H + Hkv, :], cos[:, None], sin[:, None])   # q and k turned
+        q, k, v = qk[..., :H, :], qk[..., H:, :], qkv[..., H + Hkv:, :]  # [..., T, heads, d_h]
         if cache is None:
             key_pos = positions
         else:
-            kv, key_pos = cache._update(i, {"k": k, "v": v})
-            k, v = kv["k"], kv["v"]                                      # [B, Tk, H_kv, d_h]
-        q = q.reshape(B, Hkv, H // Hkv, T, hd)                           # grouped by KV head
-        kT = k.transpose(0, 2, 3, 1)[:, :, None]                         # [B, H_kv, 1, d_h, Tk]
-        scores = mm(q, kT)                                               # [B, H_kv, G, T, Tk]
+            kv, key_pos = cache.update(i, k=k, v=v)
+            k, v = kv["k"], kv["v"]                                      # [..., Tk, H_kv, d_h]
+        G = H // Hkv                                                     # query heads per KV head
+        q = np.swapaxes(q, -3, -2).reshape(*lead, Hkv, G, T, hd)         # grouped by KV head
+        k, v = np.swapaxes(k, -3, -2), np.swapaxes(v, -3, -2)            # [..., H_kv, Tk, d_h]
+        scores = mm(q, np.swapaxes(k, -1, -2)[..., None, :, :])          # [..., H_kv, G, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
         p = self.softmax(scores, self.mask(positions, key_pos, i))
-        out = mm(p, v.transpose(0, 2, 1, 3)[:, :, None])                 # [B, H_kv, G, T, d_h]
-        out = out.reshape(B, H, T, hd).transpose(0, 2, 1, 3).reshape(B * T, H * hd)
-        return mm(out, layer["wo"])                                      # [B*T, D]
+        out = mm(p, v[..., None, :, :])                                  # [..., H_kv, G, T, d_h]
+        out = np.swapaxes(out.reshape(*lead, H, T, hd), -3, -2)          # [..., T, H, d_h]
+        return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
 
-    def mla_attention(self, h, B, layer, i, positions, cache, rope):
-        """DeepSeek-V2 latent attention (deepseek2024v2) on B sequences as rows, h [B*T, D];
-        self.absorb picks the absorbed or expanded form. The cache holds c_kv [r] and
-        k_rope [d_h^R] per token."""
+    def mla_attention(self, h, layer, i, positions, cache, cos, sin):
+        """DeepSeek-V2 latent attention (deepseek2024v2), h [..., T, D] -> the same shape, as
+        attention() takes it, with cos, sin [T, d_h^R]; self.absorb picks the absorbed or
+        expanded form. The cache holds c_kv [r] and k_rope [d_h^R] per token."""
         c, mm = self.config, self.ops.matmul
-        T, H, hd, r, rd = len(h) // B, c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
-        cos, sin = rope                                                  # [T, d_h^R] each
-        q = mm(h, layer["wq"]).reshape(B, T, H, hd + rd).transpose(0, 2, 1, 3)
-        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)  # [B, H, T, d_h + d_h^R]
-        ckv = mm(h, layer["w_dkv"])                                      # [B*T, r + d_h^R]
-        c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(B, T, r)   # the latent
-        k_rope = apply_rope(ckv[:, r:].reshape(B, T, rd), cos, sin)      # [B, T, d_h^R] shared
+        *lead, T, D = h.shape
+        H, hd, r, rd = c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
+        q = mm(rows(h), layer["wq"]).reshape(*lead, T, H, hd + rd)
+        q = np.swapaxes(q, -3, -2)                                       # [..., H, T, d_h + d_h^R]
+        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
+        ckv = mm(rows(h), layer["w_dkv"])                                # [B T, r + d_h^R]
+        c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(*lead, T, r)   # the latent
+        k_rope = apply_rope(ckv[:, r:].reshape(*lead, T, rd), cos, sin)  # [..., T, d_h^R] shared
         if cache is None:
             key_pos = positions
         else:
-            kv, key_pos = cache._update(i, {"c_kv": c_kv, "k_rope": k_rope})
-            c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [B, Tk, r], [.., d_h^R]
+            kv, key_pos = cache.update(i, c_kv=c_kv, k_rope=k_rope)
+            c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [..., Tk, r], [.., d_h^R]
         Tk = len(key_pos)
-        rope_scores = mm(q_rope, k_rope.transpose(0, 2, 1)[:, None])     # [B, H, T, Tk]
+        rope_scores = mm(q_rope, np.swapaxes(k_rope, -1, -2)[..., None, :, :])  # [..., H, T, Tk]
         if self.absorb:      # fold W_UK into the query, W_UV after the weighted sum
             w_uk = layer["w_uk"].reshape(r, H, hd).transpose(1, 2, 0)    # [H, d_h, r]
-            q_lat = mm(q_nope, w_uk)                                     # [B, H, T, r]
-            scores = mm(q_lat, c_kv.transpose(0, 2, 1)[:, None]) + rope_scores
+            q_lat = mm(q_nope, w_uk)                                     # [..., H, T, r]
+            scores = mm(q_lat, np.swapaxes(c_kv, -1, -2)[..., None, :, :]) + rope_scores
         else:                # expand every cached latent into per-head K and V
-            latents = c_kv.reshape(B * Tk, r)
-            k_nope = mm(latents, layer["w_uk"]).reshape(B, Tk, H, hd).transpose(0, 2, 1, 3)
-            v = mm(latents, layer["w_uv"]).reshape(B, Tk, H, hd).transpose(0, 2, 1, 3)
-            scores = mm(q_nope, k_nope.transpose(0, 1, 3, 2)) + rope_scores   # [B, H, T, Tk]
+            k_nope = mm(rows(c_kv), layer["w_uk"]).reshape(*lead, Tk, H, hd)
+            v = mm(rows(c_kv), layer["w_uv"]).reshape(*lead, Tk, H, hd)
+            k_nope, v = np.swapaxes(k_nope, -3, -2), np.swapaxes(v, -3, -2)   # [..., H, Tk, d_h]
+            scores = mm(q_nope, np.swapaxes(k_nope, -1, -2)) + rope_scores   # [..., H, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd + rd))
         p = self.softmax(scores, self.mask(positions, key_pos, i))
         if self.absorb:
             w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, d_h]
-            out = mm(mm(p, c_kv[:, None]), w_uv)                         # [B, H, T, d_h]
+            out = mm(mm(p, c_kv[..., None, :, :]), w_uv)                 # [..., H, T, d_h]
         else:
-            out = mm(p, v)                                               # [B, H, T, d_h]
-        return mm(out.transpose(0, 2, 1, 3).reshape(B * T, H * hd), layer["wo"])   # [B*T, D]
+            out = mm(p, v)                                               # [..., H, T, d_h]
+        out = np.swapaxes(out, -3, -2)                                   # [..., T, H, d_h]
+        return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
 
     def mask(self, positions, key_pos, layer):
         """True where query position may see key position: causal, and inside the window."""

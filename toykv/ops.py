@@ -10,6 +10,8 @@ same way whatever the number of rows, so both paths give identical bits.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -25,12 +27,7 @@ class Ops:
         k = a.shape[-1]
         if b.shape[-2] != k:
             raise ValueError(f"matmul: a has {k} columns but b has {b.shape[-2]} rows")
-        if not self.exact:
-            out = np.matmul(a, b)
-        else:
-            out = a[..., :, 0:1] * b[..., 0:1, :]      # [..., m, n]
-            for i in range(1, k):                       # fixed order: term 0, 1, 2, ...
-                out += a[..., :, i:i + 1] * b[..., i:i + 1, :]
+        out = np.matmul(a, b) if not self.exact else fixed_order_matmul(a, b)
         self.flops += 2 * out.size * k                  # out.size = batch * m * n
         return out
 
@@ -38,7 +35,26 @@ class Ops:
         """Sum over the last axis, keepdims. [..., n] -> [..., 1]"""
         if not self.exact:
             return x.sum(axis=-1, keepdims=True)
-        out = x[..., 0:1].copy()
-        for i in range(1, x.shape[-1]):
-            out += x[..., i:i + 1]
-        return out
+        return np.cumsum(x, axis=-1)[..., -1:]          # a running sum: strictly front to back
+
+
+FEW_OUTPUTS = 512     # up to this many outputs, fixed_order_matmul's running sums are faster
+
+
+def fixed_order_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a [..., m, k] @ b [..., k, n] with each output summed term by term, k = 0, 1, 2, ...
+
+    Two ways to the same bits: few outputs (a decode step) form all m n k products and take
+    running sums along k (np.cumsum adds strictly in order); many outputs add one term of
+    every output at a time, k times.
+    """
+    k = a.shape[-1]
+    batch = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    if batch * a.shape[-2] * b.shape[-1] <= FEW_OUTPUTS:
+        terms = a[..., :, None, :] * np.swapaxes(b, -1, -2)[..., None, :, :]  # [..., m, n, k]
+        return np.cumsum(terms, axis=-1)[..., -1]
+    b = np.ascontiguousarray(b)                         # its rows are read one by one
+    out = a[..., :, 0:1] * b[..., 0:1, :]               # [..., m, n]
+    for i in range(1, k):                               # fixed order: term 0, 1, 2, ...
+        out += a[..., :, i:i + 1] * b[..., i:i + 1, :]
+    return out
