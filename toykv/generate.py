@@ -72,10 +72,14 @@ def decode_steps(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
                          f"{model.config.max_seq_len}")
     if cache is None and use_cache:
         cache = model.new_cache(kv_dtype=kv_dtype)
-    return _steps(model, ids, max_new_tokens, cache, stops, start)
+    return decode_loop(model, ids, max_new_tokens, cache, stops, start)
 
 
-def _steps(model, ids, max_new_tokens, cache, stops, start=0):
+def decode_loop(model, ids: list, max_new_tokens: int, cache=None, stops=frozenset(),
+                start: int = 0):
+    """The generation loop itself, on checked arguments (decode_steps checks them): step 0
+    feeds the whole prompt (the prefill), every later step only the newest token with the
+    cache; without a cache every step feeds the whole sequence. Yields a Step per token."""
     for index in range(max_new_tokens):
         feed = ids[-1:] if (cache is not None and index > 0) else ids
         flops0, t0 = model.flops, time.perf_counter()
