@@ -75,21 +75,23 @@ def decode_steps(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
     return decode_loop(model, ids, max_new_tokens, cache, stops, start)
 
 
-def decode_loop(model, ids: list, max_new_tokens: int, cache=None, stops=frozenset(),
-                start: int = 0):
-    """The generation loop itself, on checked arguments (decode_steps checks them): step 0
-    feeds the whole prompt (the prefill), every later step only the newest token with the
-    cache; without a cache every step feeds the whole sequence. Yields a Step per token."""
+def decode_loop(model, ids: list, max_new_tokens: int, cache=None,
+                stops=frozenset(), start: int = 0):
+    """The generation loop, on arguments decode_steps has checked. Step 0
+    feeds the whole prompt (the prefill); every later step feeds only the
+    newest token, with the cache. Without a cache every step feeds the
+    whole sequence. Yields a Step per token."""
     for index in range(max_new_tokens):
         feed = ids[-1:] if (cache is not None and index > 0) else ids
         flops0, t0 = model.flops, time.perf_counter()
         logits = model.forward(feed, cache)[-1]
         seconds = time.perf_counter() - t0
         token = int(np.argmax(logits))
-        yield Step(index, "prefill" if index == 0 else "decode", token, len(feed),
-                   start + len(ids), seconds, model.flops - flops0,
-                   0 if cache is None else len(cache), 0 if cache is None else cache.nbytes,
-                   logits)
+        phase = "prefill" if index == 0 else "decode"
+        held = 0 if cache is None else len(cache)
+        nbytes = 0 if cache is None else cache.nbytes
+        yield Step(index, phase, token, len(feed), start + len(ids),
+                   seconds, model.flops - flops0, held, nbytes, logits)
         if token in stops:
             return
         ids.append(token)

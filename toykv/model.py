@@ -439,7 +439,7 @@ class ToyTransformer:
             key_pos = positions
         else:
             kv, key_pos = cache.update(i, k=k, v=v)
-            k, v = kv["k"], kv["v"]                                      # [..., Tk, H_kv, d_h]
+            k, v = kv["k"], kv["v"]              # [..., Tk, H_kv, d_h] each
         G = H // Hkv                                                     # query heads per KV head
         q = np.swapaxes(q, -3, -2).reshape(*lead, Hkv, G, T, hd)         # grouped by KV head
         k, v = np.swapaxes(k, -3, -2), np.swapaxes(v, -3, -2)            # [..., H_kv, Tk, d_h]
