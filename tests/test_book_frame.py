@@ -165,3 +165,38 @@ def test_readme_binder_badge_opens_the_plain_notebooks():
     for path in paths:
         assert path.rstrip("/") == "book/notebooks" and (ROOT / path).is_dir(), (
             f"README.md Binder link opens {path!r}; expected book/notebooks")
+
+
+# The book's code and output boxes show about 80 characters before a reader has to scroll
+# sideways (checked in headless Chromium at 1280 px); Colab and JupyterLab wrap or scroll too.
+PAGE_WIDTH = 79
+
+
+def shown_text(cell) -> list[tuple[str, str]]:
+    """(what, line) for every line the book shows of a code cell: its source unless hidden,
+    and its text outputs (widgets show their view, not their text)."""
+    tags = set(cell.metadata.get("tags", []))
+    if "remove-cell" in tags:
+        return []
+    lines = [] if "remove-input" in tags else [("code", s) for s in cell.source.splitlines()]
+    if "remove-output" in tags:
+        return lines
+    for out in cell.outputs:
+        if out.get("output_type") == "stream":
+            text = out.get("text", "")
+        elif WIDGET_VIEW in out.get("data", {}):
+            continue
+        else:
+            text = out.get("data", {}).get("text/plain", "")
+        lines += [("output", s) for s in "".join(text).splitlines()]
+    return lines
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_shown_lines_fit_the_page(path):
+    nb = nbformat.read(path, as_version=4)
+    long = [f"code cell {index + 1} {what}: {line!r}"
+            for index, cell in enumerate(code_cells(nb))
+            for what, line in shown_text(cell) if len(line) > PAGE_WIDTH]
+    assert not long, (f"{path.name}: lines wider than {PAGE_WIDTH} characters are cut off in "
+                      "the book:\n" + "\n".join(long))
