@@ -200,3 +200,21 @@ def test_shown_lines_fit_the_page(path):
             for what, line in shown_text(cell) if len(line) > PAGE_WIDTH]
     assert not long, (f"{path.name}: lines wider than {PAGE_WIDTH} characters are cut off in "
                       "the book:\n" + "\n".join(long))
+
+
+# A visible code cell shows one idea: about 25 lines at most. Longer plotting or setup code goes
+# into toykv (toykv.plots) or a cell tagged hide-input.
+MAX_SHOWN_LINES = 26
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_shown_code_cells_are_short(path):
+    nb = nbformat.read(path, as_version=4)
+    hidden = {"remove-cell", "remove-input", "hide-input"}
+    long = [f"code cell {index + 1}: {len(cell.source.splitlines())} lines"
+            for index, cell in enumerate(code_cells(nb))
+            if not hidden & set(cell.metadata.get("tags", []))
+            and len(cell.source.splitlines()) > MAX_SHOWN_LINES]
+    assert not long, (f"{path.name}: code cells longer than {MAX_SHOWN_LINES} lines in the "
+                      "reading path (split them, or move plotting into toykv.plots):\n"
+                      + "\n".join(long))
