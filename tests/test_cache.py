@@ -356,3 +356,22 @@ def test_absurd_cache_is_refused_before_allocation():
     model = toy(max_seq_len=10**9)                      # the model itself allocates no table
     with pytest.raises(ValueError, match="max_seq_len=1000000000 tokens x batch 1000 would need"):
         model.new_cache(batch=1000)
+
+
+@pytest.mark.parametrize("batch", [None, 3])
+def test_each_kv_head_is_one_contiguous_block(batch):
+    """K and V keep their [(B,) capacity, H_kv, d_h] shape but are stored head-major, as Hugging
+    Face's [batch, heads, tokens, head_dim] caches are: attention reads one head as a plain
+    matrix. Writing through the shape still lands at the right token and head."""
+    config = ModelConfig(**BASE)
+    model = ToyTransformer(config)
+    cache = model.new_cache(batch=batch)
+    ids = np.arange(5) if batch is None else np.tile(np.arange(5), (batch, 1))
+    model(ids, cache)
+    k = cache.layers[0]["k"]
+    assert k.shape == (*(() if batch is None else (batch,)), config.max_seq_len,
+                       config.n_kv_heads, config.head_dim)
+    heads = np.swapaxes(k, -3, -2)                       # [(B,) H_kv, capacity, d_h]
+    assert heads.flags.c_contiguous
+    assert np.array_equal(cache.stored(0, "k"), k[..., :5, :, :])
+    assert np.any(k[..., :5, :, :] != 0) and not np.any(k[..., 5:, :, :])

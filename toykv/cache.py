@@ -8,7 +8,9 @@ or V), and `nbytes` counts both.
 
 An unbatched cache (batch=None) holds one sequence: `layers[l][name]` is [capacity, ...].
 A batched cache holds B sequences of the same length: `layers[l][name]` is
-[B, capacity, ...]. Either way `len(cache)` is the tokens held per sequence.
+[B, capacity, ...]. Either way `len(cache)` is the tokens held per sequence. K and V are
+indexed [.., position, head, dim] but laid out in memory head by head, as Hugging Face's
+[batch, heads, tokens, head_dim] caches are (`head_major`).
 """
 from __future__ import annotations
 
@@ -22,6 +24,14 @@ from .sizing import kv_cache_bytes
 
 KV_DTYPES = ("float32", "float16", "int8")
 SCALE_BYTES = {"float32": 0, "float16": 0, "int8": 4}     # one float32 scale per row for int8
+
+
+def head_major(shape: tuple, dtype) -> np.ndarray:
+    """Zeros of shape [..., capacity, H_kv, d_h], stored in memory as [..., H_kv, capacity, d_h]
+    (a transposed view): each KV head's keys are one contiguous block, which attention reads as
+    a plain matrix, instead of pieces of d_h values H_kv d_h apart. Indexing sees the shape."""
+    *lead, capacity, heads, dim = shape
+    return np.zeros((*lead, heads, capacity, dim), dtype).swapaxes(-3, -2)
 
 
 class KVCache:
@@ -66,7 +76,9 @@ class KVCache:
         for cap in self.capacity:
             arrays = {}
             for name, shape in shapes.items():          # [(B,) capacity, heads?, dim]
-                arrays[name] = np.zeros((*rows, cap, *shape), dtype=kv_dtype)
+                full_shape = (*rows, cap, *shape)
+                arrays[name] = (head_major(full_shape, kv_dtype) if len(shape) == 2   # K, V
+                                else np.zeros(full_shape, kv_dtype))             # MLA's
                 if kv_dtype == "int8":                  # one scale per token (and head)
                     arrays[name + "_scale"] = np.zeros((*rows, cap, *shape[:-1]), np.float32)
             self.layers.append(arrays)
