@@ -2,7 +2,8 @@
 
 Prints the machine and then
 1. decode: bytes a cached step reads / step time / measured memory bandwidth (a ~0.57 GB
-   float32 model),
+   float32 model), and where the time goes: the step's weight products alone, and the numpy
+   calls of the same layers with tiny matrices (the ceiling they leave),
 2. prefill: FLOPs of a 512-token prompt / time / measured matmul peak (the same model),
 3. the source's toy generating to 512 tokens: cached step time at 512 over at 64 (flat?),
    and uncached over cached step time at 512 (the blog post
@@ -11,7 +12,8 @@ Prints the machine and then
 5. widget update latency: median time of a cache-fill Step/Reset and a size-calculator
    change, against a 100 ms budget,
 6. a decode step of each attention variant at 16K tokens against its one-thread bound,
-7. decode of SmolLM2-135M's shapes (float32) against its bandwidth bound (chapter 9),
+7. decode of SmolLM2-135M's shapes (float32) against its bandwidth bound (chapter 9), with
+   the same split of its time as in 1,
 8. batched decode at batch 1, 4 and 16: tokens/s against the bandwidth bound (chapter 6).
 Each ratio carries PASS or BELOW FLOOR. Bandwidth and peak come from toykv.roofline and are
 measured in rounds interleaved with the model's runs, because on a shared machine they drift
@@ -31,7 +33,7 @@ from . import roofline
 from .config import ModelConfig, source_toy
 from .flops import cached_step_flops, forward_flops
 from .generate import decode_steps
-from .model import ToyTransformer
+from .model import Layer, ToyTransformer
 
 # ~0.57 GB of float32 weights: 8 x (4 D^2 + 3 D d_ff) + vocab x D = 143M parameters
 DECODE_CONFIG = ModelConfig(vocab_size=8192, d_model=1024, n_layers=8, n_heads=16, d_ff=4096,
@@ -168,6 +170,70 @@ def print_decode(bandwidths, rounds, step_bytes):
                   f"ratios {ratio:.2f}  {verdict(ratio, 0.5)}")
 
 
+def step_matrices(model) -> list:
+    """The weight matrices one decode step multiplies, in order: each layer's fused products
+    and its other 2-D weights, then the output head."""
+    matrices = []
+    for layer in model.layers:
+        fused = {name for group in layer.fused for name in Layer.GROUPS[group]}
+        matrices += list(layer.fused.values())
+        matrices += [w for name, w in layer.items() if w.ndim == 2 and name not in fused]
+    return matrices + [model.embed.T if model.lm_head is None else model.lm_head]
+
+
+def products_alone(model, repeats: int = DECODE_ROUNDS) -> float:
+    """Median seconds of one step's weight products run back to back, one row each, with
+    nothing between them: the most a step's products can give on this machine."""
+    matrices = step_matrices(model)
+    rows = {w.shape[0]: np.ones((1, w.shape[0]), np.float32) for w in matrices}
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for w in matrices:
+            rows[w.shape[0]] @ w
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def tiny_like(config: ModelConfig) -> ModelConfig:
+    """config's layers (their number and kinds, window and context) with tiny matrices:
+    d_model 64, one head of 64, d_ff 128, vocab 256; MLA becomes plain attention."""
+    return dataclasses.replace(config, d_model=64, n_heads=1, n_kv_heads=1, head_dim=64,
+                               d_ff=128, vocab_size=256, attention=None, kv_lora_rank=None,
+                               rope_head_dim=None)
+
+
+def fixed_cost(config, context: int, steps: int = 3 * STEPS_PER_ROUND) -> float:
+    """Median decode step at `context` of tiny_like(config), whose products take next to no
+    time: what the numpy calls of config's layers cost per step."""
+    tiny = tiny_like(config)
+    model = ToyTransformer(tiny)
+    cache = model.new_cache()
+    model.forward(random_prompt(context, tiny.vocab_size), cache)
+    times = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        model.forward([1], cache)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
+def print_decode_parts(model, step_bytes, context: int):
+    """Where a step's time goes: its weight products alone, against the bandwidth measured
+    just before, and the per-step cost of the numpy calls, from the same layers with tiny
+    matrices. Their sum bounds the ratio a step can reach even with attention for free."""
+    bandwidth = roofline.measure_bandwidth()
+    products, fixed = products_alone(model), fixed_cost(model.config, context)
+    nbytes, layers = float(np.median(step_bytes)), model.config.n_layers
+    print(f"   where the time goes, at {bandwidth / 1e9:.1f} GB/s measured just before: the "
+          f"weight products alone, back to back, {products * 1e3:.2f} ms "
+          f"({model.weight_nbytes / products / bandwidth:.2f} of their bound); the same "
+          f"{layers} layers with tiny matrices (numpy calls), {fixed * 1e3:.2f} ms a step, "
+          f"{fixed / layers * 1e6:.0f} us a layer")
+    print(f"   -> ceiling with attention over the cache for free: "
+          f"{nbytes / (products + fixed) / bandwidth:.2f} of measured bandwidth")
+
+
 def bench_decode_and_prefill():
     c = DECODE_CONFIG
     model = ToyTransformer(c)
@@ -178,6 +244,7 @@ def bench_decode_and_prefill():
           f"{c.d_ff}, vocab {c.vocab_size}; float32 weights {model.weight_nbytes / 1e9:.3f} GB; "
           f"context {PROMPT_LEN + 1}-{PROMPT_LEN + DECODE_ROUNDS * STEPS_PER_ROUND})")
     print_decode(bandwidths, rounds, step_bytes)
+    print_decode_parts(model, step_bytes, len(cache))
 
     peak, flops, prefill = (float(np.median(peaks)), forward_flops(c, PROMPT_LEN),
                             float(np.median(prefill_times)))
@@ -297,6 +364,7 @@ def bench_smollm2():
     print_decode(bandwidths, rounds, step_bytes)
     steps = [t for r in rounds for t in r]
     print(f"   {1 / np.median(steps):.0f} tok/s")
+    print_decode_parts(model, step_bytes, len(cache))
 
 
 def bench_batched():
