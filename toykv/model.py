@@ -297,7 +297,8 @@ class ToyTransformer:
 
     @property
     def weight_nbytes(self) -> int:
-        """Bytes of every weight array a decode step reads (a tied embedding is the output head)."""
+        """Bytes of every weight array, a tied embedding once: what a decode step reads, where
+        the output head is the tied embedding (an untied input embedding is only looked up)."""
         arrays = [self.embed, self.final_norm] + [a for layer in self.layers
                                                   for a in layer.values()]
         if self.lm_head is not None:
