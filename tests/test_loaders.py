@@ -607,3 +607,22 @@ def test_chat_template_jinja_is_the_folder_s_template(tmp_path):
     assert tokenizer.apply_chat_template([{"role": "user", "content": "hi"}]) == \
         "[system] You are SmolLM.\n[user] hi\n"
     assert tokenizer.stop_ids == (0,)
+
+
+def test_named_pipes_in_a_model_folder_never_block(tmp_path):
+    import os
+    import threading
+
+    folder = write_checkpoint(tmp_path, random_model())
+    for name in ("tokenizer.json", "chat_template.jinja", "tokenizer_config.json"):
+        os.mkfifo(folder / name)                          # opening one would wait forever
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(load_hf(folder)), daemon=True)
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), "load_hf blocked on a named pipe"
+    assert outcome[0][1] is None                          # no readable tokenizer: none
+    (folder / "config.json").unlink()
+    os.mkfifo(folder / "config.json")
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        load_hf(folder)

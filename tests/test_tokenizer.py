@@ -277,3 +277,14 @@ def test_a_template_past_its_time_is_stopped(monkeypatch):
 ])
 def test_template_errors_are_value_errors(template, match):
     stopped(template, match)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: tokenizer_from_gguf([("tokenizer.ggml.model", "gpt2")], 261), "metadata must be"),
+    (lambda: tokenizer_from_gguf(gguf_metadata(), 261.0), "vocab_size"),
+    (lambda: load_tokenizer(42), "path must be a path"),
+    (lambda: load_tokenizer(".", vocab_size="320"), "vocab_size"),
+])
+def test_the_builders_check_their_arguments(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

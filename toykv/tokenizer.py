@@ -275,7 +275,8 @@ def load_tokenizer(path, vocab_size: int | None = None) -> Tokenizer | None:
     """The folder's tokenizer.json as a Tokenizer, or None when it has none. The chat template
     is chat_template.jinja when present (transformers' own file, which takes precedence),
     else tokenizer_config.json's chat_template; the end-of-turn token is its eos_token."""
-    path = Path(path)
+    path = validate.file_path("path", path)
+    validate.optional_count("vocab_size", vocab_size, 1)
     file = path / "tokenizer.json"
     if not file.is_file():
         return None
@@ -329,6 +330,9 @@ def tokenizer_from_gguf(metadata: dict, vocab_size: int) -> Tokenizer:
     from tokenizers import AddedToken, decoders, models, pre_tokenizers
     from tokenizers import Tokenizer as HFTokenizer
 
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata must be a dict of GGUF keys, got {type(metadata).__name__}")
+    validate.count("vocab_size", vocab_size, 1)
     tokens, merges, types = _gguf_vocab(metadata, vocab_size)
     alphabet = set(pre_tokenizers.ByteLevel.alphabet())    # the 256 characters bytes map to
     spelled = [t if set(t) <= alphabet else _byte_spelling(t) for t in tokens]

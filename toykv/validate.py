@@ -5,6 +5,9 @@
 - A size or a rate (bytes per value, GB/s, seconds) is a finite real number: ints, floats
   and numpy numbers are accepted; bools, NaN and infinities are refused.
 - A choice is one of a fixed set of values.
+- Token ids are a sequence (a list or a 1-D integer array) of integers: never a str read
+  character by character, a lone int, or floats truncated to ints. Text is a str UTF-8 can
+  encode (no lone surrogates). A path is a str or a pathlib.Path.
 - An allocation larger than the machine's memory is refused before it is attempted, so an
   absurd size (a cache for 10**8 positions, a 100 GB measurement buffer) fails at once with
   a message instead of swapping, being killed, or raising a bare MemoryError later.
