@@ -53,7 +53,10 @@ class Tokenizer:
 
     def apply_chat_template(self, messages, add_generation_prompt: bool = True) -> str:
         """The conversation as the model expects it; messages: [{"role", "content"}, ...] with
-        roles system/user/assistant. add_generation_prompt opens the assistant's turn."""
+        roles system/user/assistant. add_generation_prompt opens the assistant's turn.
+        The template is untrusted input: it renders in Jinja's sandbox with limits
+        (TEMPLATE_STEPS, TEMPLATE_CHARS, TEMPLATE_SECONDS), and one that passes them, or
+        fails, raises a ValueError."""
         validate.flag("add_generation_prompt", add_generation_prompt)
         messages = _check_messages(messages)
         if self.chat_template is None:
