@@ -14,6 +14,7 @@ build. Uses the playwright package with Debian's Chromium; it never downloads a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -74,6 +75,35 @@ INSPECT_JS = """() => {
 }"""
 
 
+@contextlib.contextmanager
+def offline_context(chromium: str, viewport=(1280, 1000)):
+    """A playwright browser context with the network cut: yields (context, blocked), blocked
+    being the list of every non-local URL a page asked for (each request was aborted)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]},
+                                      offline=True, service_workers="block")
+        blocked: list[str] = []
+        context.route("**/*", lambda route: route.continue_()
+                      if route.request.url.startswith(LOCAL_PREFIXES)
+                      else (blocked.append(route.request.url), route.abort()))
+        try:
+            yield context, blocked
+        finally:
+            browser.close()
+
+
+def watch(page, problems: list[str]) -> None:
+    """Record a page's console errors, uncaught exceptions and failed requests in problems."""
+    page.on("console", lambda m: m.type == "error" and problems.append(
+        f"console error: {m.text} ({m.location.get('url', '?')})"))
+    page.on("pageerror", lambda e: problems.append(f"uncaught exception: {e}"))
+    page.on("requestfailed", lambda r: problems.append(
+        f"request failed: {r.url} ({r.failure})"))
+
+
 def built_pages(html_dir: Path) -> list[Path]:
     """Every HTML page of the site, skipping Sphinx's asset folders (_static, _sources, ...)."""
     return sorted(p for p in html_dir.rglob("*.html")
@@ -97,9 +127,7 @@ def check_page(context, page_path: Path, name: str, shots: Path) -> tuple[list[s
         return redirect
     problems: list[str] = []
     page = context.new_page()
-    page.on("console", lambda m: m.type == "error" and problems.append(
-        f"console error: {m.text} ({m.location.get('url', '?')})"))
-    page.on("pageerror", lambda e: problems.append(f"uncaught exception: {e}"))
+    watch(page, problems)
     page.goto(page_path.as_uri(), wait_until="load", timeout=60_000)
     mathjax = page.evaluate(WAIT_MATHJAX_JS)
     try:
@@ -147,17 +175,8 @@ def main(argv=None) -> int:
     shots = args.screenshots or html_dir.parent / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
 
-    from playwright.sync_api import sync_playwright
-
     failures = 0
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 1000},
-                                      offline=True, service_workers="block")
-        blocked: list[str] = []
-        context.route("**/*", lambda route: route.continue_()
-                      if route.request.url.startswith(LOCAL_PREFIXES)
-                      else (blocked.append(route.request.url), route.abort()))
+    with offline_context(args.chromium) as (context, blocked):
         for path in pages:
             name = path.relative_to(html_dir).as_posix()
             blocked.clear()
@@ -167,7 +186,6 @@ def main(argv=None) -> int:
             print(f"{'FAIL' if problems else 'ok  '} {name}: {summary}")
             for problem in problems:
                 print(f"     - {name}: {problem}")
-        browser.close()
     print(f"browser check: {len(pages)} pages, {failures} with problems; "
           f"screenshots in {shots}")
     return 1 if failures else 0
