@@ -10,32 +10,26 @@ toykv over full grids.
 - cache fill: the replayed grid and figures, after each click, against a FillStepper run
   alongside, and its FLOPs against toykv.flops.
 
-The browser part skips when Chromium or playwright is missing (.ci/run installs Chromium
-first); tests/live_widgets_check.py drives the built book's pages the same way.
+The browser checks are in tests/twin_checks.py; they skip here when Chromium or playwright is
+missing (.ci/run installs Chromium first), and tests/live_widgets_check.py runs them on the
+built book's pages.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
-from toykv import flops, sizing, zoo
+import twin_checks
+from toykv import flops, zoo
 from toykv.widgets import CacheFill, FillStepper, ShareExplorer, SizeCalculator, size_report
 from toykv.widgets import static_twin
-from toykv.widgets.share_explorer import SHARE_CONTEXTS
-from toykv.widgets.size_report import CONTEXTS, PRECISIONS, VARIANTS
+from twin_checks import TWIN_LIMIT
 
-CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-FIELDS = ("values_per_token", "bytes_per_token", "sequence_bytes", "batch_bytes", "gpu_bytes",
-          "gpus_of_kv", "weight_bytes", "active_weight_bytes", "sequences_fit", "weights_fit",
-          "kv_share", "relative_decode_speed", "bytes_per_token_at_context")
-BATCHES = (1, 16, 10 ** 9)
-GPUS = (80, 24, 0.01, 141.5, 10 ** 6)
-GiB = 2 ** 30
-TWIN_LIMIT = 300_000          # bytes a twin may add to its page
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
 
 @pytest.fixture(autouse=True)
@@ -126,9 +120,6 @@ def browser_page(tmp_path_factory):
     if not Path(CHROMIUM).is_file():
         pytest.skip(f"no Chromium at {CHROMIUM}")
     pytest.importorskip("playwright")
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
     from browser_check import offline_context, watch
 
     os.environ[static_twin.STATIC_ENV] = "1"
@@ -150,223 +141,42 @@ def browser_page(tmp_path_factory):
         assert not problems and not blocked, problems + blocked
 
 
-def _calc_root(page):
-    return page.locator("[data-live=size-calculator]")
+def _root(page, kind):
+    return page.locator(f"[data-live={kind}]")
 
 
 def test_calculator_arithmetic_over_the_full_grid(browser_page):
     """Every zoo model x variant x precision x context x batch (GPU sizes in turn)."""
-    grid = []
-    for m, name in enumerate(zoo.names()):
-        for v, (_, variant) in enumerate(VARIANTS):
-            for b, (_, precision) in enumerate(PRECISIONS):
-                for c, context in enumerate(CONTEXTS):
-                    for batch in BATCHES:
-                        gpu = GPUS[(m + v + b + c + batch) % len(GPUS)]
-                        grid.append((name, variant, precision, context, batch, gpu))
-    got = browser_page.evaluate("""(grid) => {
-      const root = document.querySelector('[data-live=size-calculator]');
-      const data = window.toykvLive.data(root);
-      return grid.map(([model, variant, precision, context, batch, gpu]) => {
-        const m = data.models.find(e => e.key === model);
-        const r = window.toykvLive.sizeCalculatorReport(data, {model, variant,
-          kvHeads: m.gqa_default, precision: String(precision), context: BigInt(context),
-          batch: BigInt(batch), gpu});
-        const out = {};
-        for (const [k, v] of Object.entries(r)) if (typeof v !== 'object' || v === null)
-          out[k] = typeof v === 'bigint' ? v.toString() : v;
-        out.variants = r.variants.map(row => row.fits ? [row.key, String(row.batch_bytes),
-          String(row.bytes_per_token), row.share_of_mha] : [row.key, null, null, null]);
-        out.curve = [r.curve_bytes[0], r.curve_bytes[40]].map(String);
-        return out;
-      });
-    }""", [list(g) for g in grid])
-    assert len(got) == len(grid) == 24 * 5 * 4 * 14 * 3
-    for (name, variant, precision, context, batch, gpu), page in zip(grid, got):
-        r = size_report(zoo.get(name), variant, precision, context, batch, gpu,
-                        curve_contexts=(1024, 40_000))
-        for field in FIELDS:
-            expected = getattr(r, field)
-            shown = page[field]
-            assert (int(shown) if isinstance(expected, int) and not isinstance(expected, bool)
-                    else shown) == expected, (name, variant, precision, context, batch, field)
-        rows = [[row.key, None if row.batch_bytes is None else str(row.batch_bytes),
-                 None if row.bytes_per_token is None else str(row.bytes_per_token),
-                 row.share_of_mha] for row in r.variants]
-        assert page["variants"] == rows
+    assert twin_checks.calculator_grid(_root(browser_page, "size-calculator")) == 24 * 5 * 4 * 14 * 3
 
 
-def test_calculator_curve_is_the_report_curve(browser_page):
-    got = browser_page.evaluate("""() => {
-      const root = document.querySelector('[data-live=size-calculator]');
-      const data = window.toykvLive.data(root);
-      return ['gemma-3-27b', 'qwen3-next-80b-a3b', 'mistral-7b-v0.1'].map(model => {
-        const r = window.toykvLive.sizeCalculatorReport(data, {model, variant: 'mqa', kvHeads: 1,
-          precision: '1', context: 8192n, batch: 3n, gpu: 80});
-        return [r.curve_bytes.map(String), r.curve_bytes_as_built.map(String)];
-      });
-    }""")
-    for name, (curve, built) in zip(["gemma-3-27b", "qwen3-next-80b-a3b", "mistral-7b-v0.1"], got):
-        r = size_report(zoo.get(name), "mqa", 1, 8192, 3, 80)
-        assert list(map(int, curve)) == list(r.curve_bytes)
-        assert list(map(int, built)) == list(r.curve_bytes_as_built)
-
-
-def test_gqa_kv_heads_of_every_model(browser_page):
-    choices = {m["key"]: sorted(map(int, m["gqa"])) for m in static_twin.zoo_data()}
-    grid = [(name, k) for name, ks in choices.items() for k in ks]
-    got = browser_page.evaluate("""(grid) => {
-      const root = document.querySelector('[data-live=size-calculator]');
-      const data = window.toykvLive.data(root);
-      return grid.map(([model, kvHeads]) => String(window.toykvLive.sizeCalculatorReport(data,
-        {model, variant: 'gqa', kvHeads, precision: '2', context: 32768n, batch: 7n, gpu: 80})
-        .batch_bytes));
-    }""", [list(g) for g in grid])
-    for (name, k), batch_bytes in zip(grid, got):
-        assert int(batch_bytes) == size_report(zoo.get(name), "gqa", 2, 32768, 7, 80,
-                                               kv_heads=k).batch_bytes
-
-
-def _figures(root) -> dict:
-    return root.evaluate("""root => Object.fromEntries([...root.querySelectorAll(
-      '[data-part=numbers] [data-quantity]')].map(e => [e.dataset.quantity, e.dataset.value]))""")
-
-
-def _check_figures(figures, report):
-    assert figures, "no figures shown"
-    for field, value in figures.items():
-        expected = getattr(report, field)
-        if isinstance(expected, bool):
-            assert value == str(expected).lower()
-        elif isinstance(expected, int):
-            assert int(value) == expected, field
-        else:
-            assert float(value) == expected, field
+def test_calculator_curves_and_every_gqa_choice(browser_page):
+    root = _root(browser_page, "size-calculator")
+    twin_checks.calculator_curves(root)
+    twin_checks.calculator_gqa_heads(root)
 
 
 def test_calculator_controls_as_a_reader_moves_them(browser_page):
-    root = _calc_root(browser_page)
-    c = lambda name: root.locator(f"[data-control={name}]")      # noqa: E731
-    _check_figures(_figures(root), size_report(zoo.get("llama-3.1-8b")))
-    slider = c("context")
-    slider.focus()
-    slider.press("Home")
-    assert slider.get_attribute("data-value") == "1024"
-    for _ in range(3):
-        slider.press("ArrowRight")
-    assert slider.get_attribute("data-value") == "8192"
-    slider.press("End")
-    assert slider.get_attribute("data-value") == str(CONTEXTS[-1])
-    moves = [("deepseek-v3", "as built", "1", 1, 80), ("gemma-3-27b", "mla", "0.5", 9, 24),
-             ("qwen3-next-80b-a3b", "mha", "4", 12, 141.5), ("llama-2-7b", "mqa", "2", 13, 0.01)]
-    for model, variant, precision, index, gpu in moves:
-        c("model").select_option(model)
-        c("attention").select_option(variant)
-        c("precision").select_option(precision)
-        slider.focus()
-        slider.press("Home")
-        for _ in range(index):
-            slider.press("ArrowRight")
-        c("batch").fill("1000000000")
-        c("batch").press("Enter")
-        c("gpu_memory_gib").fill(str(gpu))
-        c("gpu_memory_gib").press("Enter")
-        report = size_report(zoo.get(model), variant, float(precision) if precision == "0.5"
-                             else int(precision), CONTEXTS[index], 10 ** 9, gpu)
-        _check_figures(_figures(root), report)
-        shown = root.locator("[data-quantity=batch_bytes]").inner_text()
-        from toykv.widgets import size_calculator_view
-        assert shown == size_calculator_view.texts(report)["batch_bytes"]
+    root = _root(browser_page, "size-calculator")
+    twin_checks.check_figures(twin_checks.figures(root), size_report(zoo.get("llama-3.1-8b")))
+    assert twin_checks.calculator_controls(root, cases=6) == 6
 
 
 def test_calculator_bad_input_shows_a_message_and_recovers(browser_page):
-    root = _calc_root(browser_page)
-    c = lambda name: root.locator(f"[data-control={name}]")      # noqa: E731
-    for box, text, words in [("batch", "2.5", "batch must be a whole number"),
-                             ("batch", "0", "from 1 to 1,000,000,000"),
-                             ("batch", "1000000001", "batch"),
-                             ("gpu_memory_gib", "0.001", "gpu_memory_gib must be a number >= 0.01"),
-                             ("gpu_memory_gib", "", "gpu_memory_gib")]:
-        c(box).fill(text)
-        c(box).press("Enter")
-        assert words in root.locator("[data-part=message]").inner_text()
-        assert root.get_attribute("data-state") == "problem" and not _figures(root)
-        c("batch").fill("16")
-        c("gpu_memory_gib").fill("80")
-        c("gpu_memory_gib").press("Enter")
-        assert root.get_attribute("data-state") == "ok"
+    twin_checks.calculator_bad_input(_root(browser_page, "size-calculator"))
 
 
 def test_share_explorer_over_every_model_and_context(browser_page):
-    contexts = list(SHARE_CONTEXTS) + [1, 4095, 4096, 4097, 10 ** 9, 2 ** 62]
-    got = browser_page.evaluate("""(contexts) => {
-      const root = document.querySelector('[data-live=share-explorer]');
-      const data = window.toykvLive.data(root);
-      return data.models.map(m => [m.key, contexts.map(n => window.toykvLive.kvShare(m,
-        BigInt(n)))]);
-    }""", contexts)
-    assert [name for name, _ in got] == zoo.names()
-    for name, shares in got:
-        assert shares == [sizing.kv_share(zoo.get(name), n) for n in contexts], name
+    assert twin_checks.share_grid(_root(browser_page, "share-explorer")) == 24 * 67
 
 
 def test_share_explorer_controls(browser_page):
-    root = browser_page.locator("[data-live=share-explorer]")
-    slider = root.locator("[data-control=context]")
-    slider.focus()
-    slider.press("End")
-    assert slider.get_attribute("data-value") == "1000000"
-    root.locator("[data-control=models]").select_option(["kimi-k2", "gpt-oss-120b"])
-    readings = root.evaluate("""root => [...root.querySelectorAll('[data-quantity]')].map(e =>
-      [e.dataset.model, e.dataset.quantity, Number(e.dataset.value)])""")
-    expected = []
-    for name in ("kimi-k2", "gpt-oss-120b"):
-        share = sizing.kv_share(zoo.get(name), 10 ** 6)
-        expected += [[name, "kv_share", share], [name, "relative_decode_speed", 1 - share]]
-    assert sorted(readings) == sorted(expected)
-    slider.press("ArrowLeft")
-    assert slider.get_attribute("data-value") == str(SHARE_CONTEXTS[-2])
-    root.locator("[data-control=models]").select_option(zoo.names()[:7])
-    assert "choose 1 to 6 models" in root.locator("[data-part=message]").inner_text()
-    root.locator("[data-control=models]").select_option(["qwen3-0.6b"])
-    assert root.get_attribute("data-state") == "ok"
-    assert len(root.locator("[data-quantity=kv_share]").all()) == 1
-
-
-def _fill_state(root) -> tuple[list, dict]:
-    cells = root.evaluate("""root => [...root.querySelectorAll('[data-part=grid] tr')].slice(1)
-      .map(tr => [...tr.querySelectorAll('td')].map(td => td.dataset.state))""")
-    figures = root.evaluate("""root => Object.fromEntries([...root.querySelectorAll(
-      '[data-quantity]')].map(e => [e.dataset.quantity, e.dataset.value]))""")
-    return cells, figures
-
-
-def _same_as(stepper, cells, figures):
-    assert cells == stepper.cells
-    assert int(figures["cached_positions"]) == stepper.positions
-    assert int(figures["flops_cached"]) == stepper.flops_cached
-    assert int(figures["flops_uncached"]) == stepper.flops_uncached
-    assert float(figures["max_abs_logit_diff"]) == stepper.max_abs_diff
+    twin_checks.share_controls(_root(browser_page, "share-explorer"))
 
 
 def test_cache_fill_replays_the_steppers_states(browser_page):
-    root = browser_page.locator("[data-live=cache-fill]")
-    step, reset = root.locator("[data-control=step]"), root.locator("[data-control=reset]")
-    stepper = FillStepper(prompt_len=6, steps=3)
-    _same_as(stepper, *_fill_state(root))
-    for prompt_len in (2, 16, 6):
-        root.locator("[data-control=prompt_length]").select_option(str(prompt_len))
-        stepper.reset(prompt_len)
-        _same_as(stepper, *_fill_state(root))
-        while not stepper.at_limit:
-            step.press("Enter") if prompt_len == 16 else step.click()   # keyboard or mouse
-            stepper.step()
-            _same_as(stepper, *_fill_state(root))
-        assert step.is_disabled() and "fills all 24 positions" in root.inner_text()
-        reset.click()
-        stepper.reset()
-        _same_as(stepper, *_fill_state(root))
-        assert not step.is_disabled()
+    root = _root(browser_page, "cache-fill")
+    assert twin_checks.cache_fill_clicks(root, lengths=(6, 16)) == 1 + (24 - 6) + (24 - 16)
 
 
 def test_cache_fill_with_a_sliding_window_shows_evicted_cells(browser_page, tmp_path):
@@ -384,23 +194,23 @@ def test_cache_fill_with_a_sliding_window_shows_evicted_cells(browser_page, tmp_
     path = tmp_path / "sliding.html"
     path.write_text(f"<!doctype html><meta charset='utf-8'><body>{html}</body>", encoding="utf-8")
     page.goto(path.as_uri())
-    root = page.locator("[data-live=cache-fill]")
-    stepper = FillStepper(model, prompt_len=2, steps=1)
-    for _ in range(6):
+    root = _root(page, "cache-fill")
+    twin_checks.cache_fill_clicks(root, FillStepper(model, prompt_len=2, steps=1))
+    root.locator("[data-control=prompt_length]").select_option("2")
+    for _ in range(7):
         root.locator("[data-control=step]").click()
-        stepper.step()
-    cells, figures = _fill_state(root)
-    _same_as(stepper, cells, figures)
+    cells, _ = twin_checks.fill_state(root)
     assert "evicted" in cells[0] and "dropped by a sliding window" in root.inner_text()
     page.close()
     assert not errors
 
 
-def test_controls_are_labelled(browser_page):
-    unlabelled = browser_page.evaluate("""() => [...document.querySelectorAll('[data-control]')]
-      .filter(e => e.tagName !== 'BUTTON' && !(e.labels && e.labels.length))
-      .map(e => e.dataset.control)""")
-    assert unlabelled == []
+def test_controls_are_labelled_and_ids_deterministic(browser_page):
+    twin_checks.labelled_controls(browser_page)
     ids = browser_page.evaluate("() => [...document.querySelectorAll('[id]')].map(e => e.id)")
-    assert len(ids) == len(set(ids))
     assert all(re.fullmatch(r"toykv-[a-z-]+-[0-9a-f]{10}(-[a-z_]+)?", i) for i in ids)
+
+
+def test_each_twin_stays_within_its_page_weight(browser_page):
+    for kind in ("size-calculator", "cache-fill", "share-explorer"):
+        assert twin_checks.twin_bytes(_root(browser_page, kind)) < TWIN_LIMIT

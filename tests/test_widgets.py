@@ -7,6 +7,7 @@ flops functions, or published figures checked against the zoo's sources (Llama 3
 131,072 B/token, 8.03B params; DeepSeek-V2 69,120 B/token; Llama 3.3 70B at 10^6 tokens
 305.18 GiB; KV shares at 10^6 tokens), never from the code under test.
 """
+import itertools
 import json
 import math
 
@@ -748,3 +749,14 @@ def test_share_explorer_too_many_or_no_models_give_a_message():
 def test_share_explorer_bad_arguments(kwargs, error):
     with pytest.raises(error):
         ShareExplorer(**kwargs)
+
+
+def test_share_explorer_models_stay_apart_for_colour_blind_readers():
+    styles = share_explorer.MODEL_STYLES
+    assert len(styles) == share_explorer.MAX_MODELS
+    for vision, matrix in CVD.items():
+        for (a, shape_a), (b, shape_b) in itertools.combinations(styles, 2):
+            distance = math.dist(_lab(a, matrix), _lab(b, matrix))
+            assert distance >= 15, (vision, a, b, distance)     # and each line is labelled
+            if shape_a == shape_b:                              # markers alike: colours apart
+                assert distance >= 20, (vision, a, b, distance)

@@ -46,6 +46,7 @@ class FillStepper:
         if prompt_len + steps > self.limit:
             raise ValueError(f"prompt_len + steps = {prompt_len + steps} exceeds the "
                              f"{self.limit} positions available ({self.limited_by})")
+        self.default_model = model is None
         if model is None:                             # checked first, then built
             model = ToyTransformer(source_toy(max_seq_len=max_positions), seed=seed, exact=True)
         self.model, self.kv_dtype, self.seed = model, kv_dtype, seed

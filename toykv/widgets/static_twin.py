@@ -151,6 +151,7 @@ def cache_fill_data(fill) -> dict:
             "what_rows": "latent c_kv or rotary key k_rope" if mla else "K or V",
             "show_evicted": "sliding" in fill.model.config.layer_kinds,
             "states": list(STATES), "legend": LEGEND, "cell_css": CELL_CSS, "runs": runs,
+            "seed": fill.seed, "kv_dtype": fill.kv_dtype, "default_model": fill.default_model,
             "state": {"prompt_len": fill.prompt_len, "step": fill.positions - fill.prompt_len}}
 
 

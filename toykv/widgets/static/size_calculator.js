@@ -37,8 +37,8 @@
 
   // Every number toykv's size_report returns, for one setting (an Error for bad input).
   // s: {model, variant, kvHeads, precision (string), context (BigInt), batch (BigInt),
-  // gpu (Number, GiB)}
-  function report(data, s) {
+  // gpu (Number, GiB)}; options.curves false skips the plotted curves
+  function report(data, s, options = {}) {
     const m = data.models.find((entry) => entry.key === s.model);
     const layoutOf = (key) => key === "gqa" ? m.gqa[String(s.kvHeads)] : m.variants[key];
     const layout = layoutOf(s.variant);
@@ -54,7 +54,8 @@
     const room = gpuBytes - weights;
     let fit = room / sequence;                              // BigInt: truncates toward 0
     if (fit < 0n) fit = 0n;
-    const curve = (lay) => data.curve_contexts.map((n) => B * sequenceBytes(lay, BigInt(n), b2));
+    const curve = (lay) => options.curves === false ? []
+      : data.curve_contexts.map((n) => B * sequenceBytes(lay, BigInt(n), b2));
     const variants = data.variants.map(([label, key]) => {
       const lay = layoutOf(key);
       if (!lay || lay.error) return { key, label, fits: false };
