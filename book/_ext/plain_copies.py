@@ -16,7 +16,7 @@ chapter into three plain notebooks, with the glue values stored in its outputs f
   SOLUTION markers, the self-check as an autograded test cell that never stops a run).
 
 All three need no book tools: the chapters' `from myst_nb import glue` becomes toykv.glue
-(which shows nothing: the text has the values), and the install cell is collapsed.
+(which stores nothing: the text has the values filled in), and the install cell is folded.
 The MyST it accepts is exactly the list in the README's Contributing section; anything else
 raises ConversionError naming the chapter and the cell, so a chapter cannot reach a reader
 half converted.
@@ -53,8 +53,10 @@ COURSE_ID = "kv-cache-course"
 NBGRADER_CONFIG = f"""\
 # nbgrader settings for the KV-cache course's instructor notebooks (source/<chapter>/).
 # Run nbgrader in this folder; the instructors' page of the book gives a whole course run.
+import os
+
 c = get_config()  # noqa: F821 (nbgrader provides it)
-c.CourseDirectory.root = "."
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))   # this folder
 c.CourseDirectory.course_id = "{COURSE_ID}"
 # Where release_assignment, fetch, submit and collect meet; students set the same
 # (nbgrader's default is /srv/nbgrader/exchange).
