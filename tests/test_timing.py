@@ -16,19 +16,37 @@ def test_best_seconds_calls_in_turns_forward_then_backward():
     assert set(best) == set("abc") and all(0 <= t < 1 for t in best.values())
 
 
+def busy(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
 def test_best_seconds_keeps_the_fastest_call():
-    delays = iter([0.0, 0.05, 0.0, 0.0])     # warm-up, then slow in the first timed round only
+    work = iter([0.0, 0.05, 0.0, 0.0])      # warm-up, then slow in the first timed round only
+    best = timing.best_seconds({"slow once": lambda: busy(next(work))}, rounds=3, warmup=1)
+    assert best["slow once"] < 0.04
 
-    def run():
-        time.sleep(next(delays))
 
-    assert timing.best_seconds({"slow once": run}, rounds=3, warmup=1)["slow once"] < 0.04
+def test_best_seconds_counts_work_not_waiting():
+    # the default clock stops while the process waits (as while a neighbour has the core)
+    best = timing.best_seconds({"wait": lambda: time.sleep(0.05), "work": lambda: busy(0.02)},
+                               rounds=2, warmup=0)
+    assert best["wait"] < 0.01 < best["work"]
+    wall = timing.best_seconds({"wait": lambda: time.sleep(0.05)}, rounds=1, warmup=0,
+                               clock=time.perf_counter)
+    assert wall["wait"] >= 0.05
 
 
 @pytest.mark.parametrize("runs", [{}, {"a": 1}, [lambda: None], None])
 def test_best_seconds_refuses_what_is_not_runs(runs):
     with pytest.raises(ValueError, match="runs must be"):
         timing.best_seconds(runs)
+
+
+def test_best_seconds_refuses_a_clock_that_is_not_one():
+    with pytest.raises(ValueError, match="clock must be"):
+        timing.best_seconds({"a": lambda: None}, clock=1.0)
 
 
 @pytest.mark.parametrize("rounds", [0, 2.0, True, timing.MAX_ROUNDS + 1])

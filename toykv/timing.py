@@ -3,7 +3,10 @@
 A neighbour that takes the core for a while slows whatever runs at that moment. Timing A five
 times and then B five times lets a busy spell fall on one of them and reverse their order;
 timing them in turns (A, B, B, A, ...) spreads it over both, and the best (fastest) run of
-each is the one it touched least. best_seconds does that for any callables. decode_step,
+each is the one it touched least. And the clock is the CPU time this process spent
+(time.process_time), which stops while a neighbour has the core: a wall clock charges a long
+run for every time it was taken off the core, a short run seldom, and so stretches their
+ratio by how busy the machine is. best_seconds does all this for any callables. decode_step,
 prefill and weight_products make the runners the chapters compare: one decode step at a
 context (its cache filled with stand-in entries, as toykv.steptime does), one prefill, and a
 decode step's weight products alone. tiny_model gives a model with the same layers and tiny
@@ -26,22 +29,26 @@ from .steptime import fill_cache
 MAX_ROUNDS = 1000                # more rounds than any comparison needs; refused before running
 
 
-def best_seconds(runs: dict, rounds: int = 5, warmup: int = 1) -> dict:
+def best_seconds(runs: dict, rounds: int = 5, warmup: int = 1, clock=time.process_time) -> dict:
     """{label: seconds of the fastest call} of each callable in `runs` (label -> fn()), timed in
     `rounds` rounds that call every one in turn, forward and backward on alternate rounds,
-    after `warmup` untimed rounds."""
+    after `warmup` untimed rounds. clock: CPU seconds of this process by default (all its
+    threads: with BLAS on one thread, the time the work took); time.perf_counter for wall time.
+    """
     if not isinstance(runs, dict) or not runs or not all(callable(f) for f in runs.values()):
         raise ValueError(f"runs must be a non-empty dict of label -> callable taking no "
                          f"arguments, got {runs!r}")
+    if not callable(clock):
+        raise ValueError(f"clock must be a callable returning seconds, got {clock!r}")
     rounds = validate.count("rounds", rounds, 1, MAX_ROUNDS)
     warmup = validate.count("warmup", warmup, 0, MAX_ROUNDS)
     best = dict.fromkeys(runs, math.inf)
     order = list(runs.items())
     for r in range(warmup + rounds):
         for label, fn in order if r % 2 == 0 else order[::-1]:
-            start = time.perf_counter()
+            start = clock()
             fn()
-            seconds = time.perf_counter() - start
+            seconds = clock() - start
             if r >= warmup:
                 best[label] = min(best[label], seconds)
     return best
