@@ -1,9 +1,11 @@
 """Shared helpers of toykv's model tests: small configs of every attention variant, token ids,
-the hand formula for MHA/GQA/MQA cache bytes, and an independent float64 reference forward.
+the hand formula for MHA/GQA/MQA cache bytes, an independent float64 reference forward, and
+the plot tests' `plots` fixture.
 
 Import them as `from conftest import ...` (pytest puts tests/ on the path).
 """
 import numpy as np
+import pytest
 
 from toykv import ModelConfig, ToyTransformer
 
@@ -135,3 +137,24 @@ def ref_forward(model, ids):
         x = x + (gate / (1 + np.exp(-gate)) * (h @ W["w_up"])) @ W["w_down"]
     x = ref_norm(x, f64(model.final_norm), c.norm_eps)
     return x @ (f64(model.embed).T if model.lm_head is None else f64(model.lm_head))
+
+
+# -- the plot tests: toykv.plots without a display, every figure closed after each test ---------
+
+@pytest.fixture
+def plots():
+    """toykv.plots on matplotlib's Agg backend (no display); closes every figure afterwards."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from toykv import plots
+
+    yield plots
+    plt.close("all")
+
+
+def labelled(ax) -> bool:
+    """The axes have a title and both axis labels."""
+    return bool(ax.get_title() and ax.get_xlabel() and ax.get_ylabel())

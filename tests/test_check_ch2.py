@@ -33,7 +33,7 @@ def first(predicate):
 EX2 = (first(lambda s: toy_step(s) >= 2 * toy_step(33)),
        first(lambda s: toy_full(s) >= 2 * toy_full(33)))
 # Llama 3.1 8B at 8,192 tokens: published 8.03B parameters minus the 128,256 x 4,096
-# embedding, counted from the shapes (ZOO.md): 32 layers of q, o (4096^2), k, v (4096 x 1024),
+# embedding, counted from the published shapes (meta-llama's model card): 32 layers of q, o (4096^2), k, v (4096 x 1024),
 # three 4096 x 14336 MLP matrices, plus the 4096 x 128,256 output head.
 LLAMA8_PRODUCTS = 32 * (2 * 4096**2 + 2 * 4096 * 1024 + 3 * 4096 * 14336) + 4096 * 128256
 EX3 = 2 * LLAMA8_PRODUCTS + 4 * 32 * 8192 * 32 * 128

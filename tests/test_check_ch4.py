@@ -1,7 +1,7 @@
 """The self-checks of chapter 4: the official answers pass, typical mistakes get their hint,
 None says "not answered yet", and the expected answer is never printed.
 
-Expected values are hand products of the published shapes (ZOO.md), not toykv.sizing.
+Expected values are hand products of the published shapes (toykv.zoo's sources), not toykv.sizing.
 """
 from __future__ import annotations
 

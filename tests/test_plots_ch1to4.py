@@ -1,29 +1,14 @@
 """The plot helpers of chapters 1-4 (toykv.plots): each returns a figure whose axes have a
 title and labelled axes, and draws one line per series it was given."""
-from __future__ import annotations
+import inspect
+import re
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from toykv import plots  # noqa: E402
+from conftest import labelled
 
 
-@pytest.fixture(autouse=True)
-def close_figures():
-    yield
-    plt.close("all")
-
-
-def labelled(ax):
-    return ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
-
-
-def test_attention_heatmaps_one_panel_per_head():
+def test_attention_heatmaps_one_panel_per_head(plots):
     S = 5
     allowed = np.tril(np.ones((S, S), dtype=bool))
     fig = plots.attention_heatmaps(np.full((3, S, S), 0.2) * allowed, allowed, "weights")
@@ -31,14 +16,14 @@ def test_attention_heatmaps_one_panel_per_head():
     assert len(panels) == 3 and all(ax.get_title() and ax.get_xlabel() for ax in panels)
 
 
-def test_flops_per_step_two_scales_two_series():
+def test_flops_per_step_two_scales_two_series(plots):
     x = np.arange(10)
     fig = plots.flops_per_step(x, {False: x * 2.0e6, True: x + 1.0e6}, "t")
     assert [ax.get_yscale() for ax in fig.axes] == ["linear", "log"]
     assert all(labelled(ax) and len(ax.lines) == 2 for ax in fig.axes)
 
 
-def test_generation_times_both_panels_labelled():
+def test_generation_times_both_panelslabelled(plots):
     x = np.arange(33, 129)
     fig = plots.generation_times(
         [64, 128], cumulative={c: (x, np.cumsum(np.ones(len(x)))) for c in (False, True)},
@@ -48,20 +33,20 @@ def test_generation_times_both_panels_labelled():
     assert len(fig.axes) == 2 and all(labelled(ax) for ax in fig.axes)
 
 
-def test_kv_change_map_marks_unchanged_cells():
+def test_kv_change_map_marks_unchanged_cells(plots):
     change = np.array([[0.0, 1.0], [0.5, 0.0]])
     fig = plots.kv_change_map({"case": change}, ["a", "b"], "t")
     texts = [t.get_text() for t in fig.axes[0].texts]
     assert texts.count("0") == 2
 
 
-def test_logit_gaps_one_line_per_backend_plus_spacing():
+def test_logit_gaps_one_line_per_backend_plus_spacing(plots):
     fig = plots.logit_gaps({"a": [0, 1e-6], "b": [0, 0]}, 4.8e-7, "t")
     ax = fig.axes[0]
     assert labelled(ax) and len(ax.lines) == 3 and ax.get_yscale() == "symlog"
 
 
-def test_kv_against_context_lines_stop_at_their_last_context():
+def test_kv_against_context_lines_stop_at_their_last_context(plots):
     curves = {"a": (np.array([100, 1000]), [1e6, 1e7]), "b": (np.array([100, 10_000]),
                                                                [1e5, 1e7])}
     fig = plots.kv_against_context(curves, (8e10, "GPU"), "t")
@@ -70,6 +55,17 @@ def test_kv_against_context_lines_stop_at_their_last_context():
     assert labelled(ax) and ends == [1000, 10_000]
 
 
-def test_html_table_has_every_cell():
+def test_html_table_has_every_cell(plots):
     html = plots.html_table(["a", "b"], [[1, 2], [3, 4]], "<p>n</p>")
     assert html.count("<td>") == 4 and "<th>b</th>" in html and "<p>n</p>" in html
+
+
+def test_one_section_per_chapter_in_order(plots):
+    source = inspect.getsource(plots)
+    chapters = [int(n) for n in re.findall(r"^# -- chapter (\d+):", source, re.M)]
+    assert chapters == list(range(1, 10))
+    first_section = source.index("# -- chapter 1:")
+    for name in plots.__all__:       # every chapter's figure sits under a chapter heading
+        if inspect.isfunction(getattr(plots, name)) and name not in (
+                "series_style", "label_axes", "figure"):
+            assert source.index(f"def {name}(") > first_section, name

@@ -1,15 +1,10 @@
 """toykv.plots, chapter 9: the measured roofline draws the roof, the ridge and each point."""
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from toykv import plots  # noqa: E402
-from toykv.roofline import Hardware  # noqa: E402
+from toykv.roofline import Hardware
 
 
-def test_measured_roofline_roof_ridge_and_points():
+def test_measured_roofline_roof_ridge_and_points(plots):
     chip = Hardware("hand", peak_flops=100e9, bandwidth=10e9)          # ridge 10 FLOP/byte
     points = {"decode": chip.measured_point(1e9, 2e9, 0.4),           # 0.5 FLOP/byte, 2.5 G
               "prefill": chip.measured_point(100e9, 1e9, 2.0)}        # 100 FLOP/byte, 50 G
@@ -26,4 +21,3 @@ def test_measured_roofline_roof_ridge_and_points():
     assert (prefill.get_xdata()[0], prefill.get_ydata()[0]) == (100, 50)
     labels = ax.get_legend_handles_labels()[1]
     assert "decode: 50% of the roof" in labels and "prefill: 50% of the roof" in labels
-    plt.close(fig)

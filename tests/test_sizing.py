@@ -14,7 +14,8 @@ GiB, MiB, KiB = 2**30, 2**20, 2**10
 SEVEN_B = ModelConfig(vocab_size=32000, d_model=4096, n_layers=32, n_heads=32, d_ff=11008)
 
 
-# -- worked figures of source_lecture_memory_bound, source_blog_numpy_toy and ZOO.md ------
+# -- worked figures of source_lecture_memory_bound, source_blog_numpy_toy and the zoo's -----
+# public sources (toykv.zoo names them); the shares at 10^6 tokens are by hand from those shapes
 def test_7b_mha_lecture_figures():
     assert kv_values_per_token(SEVEN_B) == 262_144
     assert kv_bytes_per_token(SEVEN_B) == 524_288

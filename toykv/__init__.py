@@ -3,9 +3,14 @@
 The model (ToyTransformer, its KVCache, generate) and the maths around it: FLOP formulas
 (toykv.flops), cache sizes and KV share (toykv.sizing), verified public configs (toykv.zoo),
 rooflines and machine measurements (toykv.roofline). Widgets live in toykv.widgets, which
-imports ipywidgets and matplotlib; nothing else here needs more than numpy.
+imports ipywidgets and matplotlib, and the chapters' figures in toykv.plots (matplotlib): both
+are imported when first used; nothing else here needs more than numpy. __all__ is what the
+chapters use, and the public API the course's design names.
 """
-from . import check, flops, roofline, serving, sizing, zoo
+import importlib
+
+from . import (check, flops, kvquant, longctx, model, ops, prefix, roofline, serving, sizing,
+               steptime, timing, variants, zoo)
 from .cache import KVCache
 from .config import ModelConfig, source_toy
 from .generate import Step, decode_steps, generate
@@ -24,10 +29,17 @@ from .zoo import ZooModel
 
 __all__ = [
     "ModelConfig", "source_toy", "ToyTransformer", "KVCache", "Step", "decode_steps", "generate",
-    "load_hf", "config_from_hf", "Tokenizer", "load_gguf", "smollm2_gguf_path",
-    "check", "flops", "roofline", "serving", "sizing", "zoo", "ZooModel", "from_hf_config",
-    "kv_values_per_token", "kv_bytes_per_token", "kv_cache_bytes", "param_count", "weight_bytes",
-    "kv_share", "relative_decode_speed", "max_tokens_per_second", "sequences_that_fit",
-    "Hardware", "HARDWARE", "hardware", "measure_bandwidth", "measure_matmul_peak",
-    "describe_machine",
+    "load_hf", "Tokenizer", "load_gguf", "smollm2_gguf_path", "from_hf_config",
+    "kv_bytes_per_token", "kv_cache_bytes", "param_count", "kv_share", "relative_decode_speed",
+    "max_tokens_per_second", "sequences_that_fit",
+    "Hardware", "hardware", "measure_bandwidth", "measure_matmul_peak",
+    "check", "flops", "kvquant", "longctx", "model", "ops", "plots", "prefix", "roofline",
+    "serving", "sizing", "steptime", "timing", "variants", "widgets", "zoo",
 ]
+
+
+def __getattr__(name):
+    """toykv.plots and toykv.widgets, imported on first use (they import matplotlib)."""
+    if name in ("plots", "widgets"):
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,9 +1,12 @@
 """The model zoo: shapes and parameter counts of public models, each with where it was read.
 
-Numbers come from /work/shared/ZOO.md (verified by reading the sources named with each
-entry). Configs carry shapes only: rope_theta and norm_eps keep toykv's defaults, which no
-size here depends on. For MoE models d_ff is one expert's width; ZooModel carries the real
-total and active parameter counts.
+Every number was read in the public sources its entry names: the SOURCES (model cards,
+technical reports, the configs publishers released and repositories that copy them), and
+for a few numbers the file they came from. An entry with a number no source confirmed is
+marked verified=False, and its notes say which. tests/test_zoo.py asserts every figure as
+those sources give it. Configs carry shapes only: rope_theta and norm_eps keep toykv's
+defaults, which no size here depends on. For MoE models d_ff is one expert's width;
+ZooModel carries the real total and active parameter counts.
 """
 from __future__ import annotations
 
@@ -137,19 +140,19 @@ def _oss(name, layers, experts, total, active, keys):
                          layer_types=_pattern(layers, lambda i: "sliding" if i % 2 == 0 else "full"))
     notes = (f"MoE: {experts} experts, top-4. Even layers (0, 2, ...) slide over 128 tokens, odd "
              "layers attend to everything. Attention has biases and per-head sinks (not in toykv).")
-    extra = ("vocab_size 201088 and expert d_ff 2880: MT (gpt-oss-*.yml), not in ZOO.md",)
+    extra = ("vocab_size 201088 and expert d_ff 2880: MT (gpt-oss-*.yml)",)
     return _moe(name, config, total, active, keys, notes, extra)
 
 
 def _moe_models():
-    mt_shapes = "vocab_size and expert d_ff: MT ({}), not in ZOO.md"
+    mt_shapes = "vocab_size and expert d_ff: MT ({})"
     return [
         _moe("qwen3-235b-a22b",
              ModelConfig(vocab_size=151936, d_model=4096, n_layers=94, n_heads=64, n_kv_heads=4,
                          head_dim=128, d_ff=1536, tie_embeddings=False, max_seq_len=K128),
              235_000_000_000, 22_000_000_000, ("Q3R", "MT"),
              "MoE: 128 experts, top-8, expert d_ff 1536.",
-             extra=("vocab_size 151936: MT (qwen3-235b-a22b.yml), not in ZOO.md",)),
+             extra=("vocab_size 151936: MT (qwen3-235b-a22b.yml)",)),
         _moe("deepseek-v2", _mla(102400, 5120, 60, 128, 1536), 236_000_000_000, 21_000_000_000,
              ("DS2", "DS3"), "MLA (kv_lora_rank 512, rope dim 64, nope/v dim 128, q_lora_rank "
              "1536; toykv's MLA has no q-LoRA). MoE: 160 routed + 2 shared experts, top-6.",
@@ -168,8 +171,8 @@ def _moe_models():
              230_000_000_000, 10_000_000_000, ("MM", "HFc"),
              "Full attention on every layer. MoE: 256 experts, top-8.",
              extra=("vocab_size 200064, expert d_ff 1536 and max_seq_len 196608 "
-                    "(max_position_embeddings) from published config.json copies, not in "
-                    "ZOO.md; copies disagree on the context (196608 or 204800)",)),
+                    "(max_position_embeddings): HFc, copies of the published config.json, "
+                    "which disagree on the context (196608 or 204800)",)),
         _oss("gpt-oss-120b", 36, 128, 117_000_000_000, 5_100_000_000, ("OSS",)),
         _oss("gpt-oss-20b", 24, 32, 21_000_000_000, 3_600_000_000, ("OSS", "MT")),
         _moe("qwen3-next-80b-a3b",

@@ -1,0 +1,97 @@
+"""Timings that a busy machine cannot turn around: the runs to compare, timed in turns, best of each.
+
+A neighbour that takes the core for a while slows whatever runs at that moment. Timing A five
+times and then B five times lets a busy spell fall on one of them and reverse their order;
+timing them in turns (A, B, B, A, ...) spreads it over both, and the best (fastest) run of
+each is the one it touched least. And the clock is the CPU time this process spent
+(time.process_time), which stops while a neighbour has the core: a wall clock charges a long
+run for every time it was taken off the core, a short run seldom, and so stretches their
+ratio by how busy the machine is. best_seconds does all this for any callables. decode_step,
+prefill and weight_products make the runners the chapters compare: one decode step at a
+context (its cache filled with stand-in entries, as toykv.steptime does), one prefill, and a
+decode step's weight products alone. tiny_model gives a model with the same layers and tiny
+matrices, whose step costs little more than its numpy calls. The chapters assert a relation
+between such bests only where the counted FLOPs and bytes leave a wide margin, and let the
+numbers choose the words for the rest.
+"""
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from . import validate
+from .bench import step_matrices, tiny_like
+from .model import ToyTransformer
+from .steptime import fill_cache
+
+MAX_ROUNDS = 1000                # more rounds than any comparison needs; refused before running
+
+
+def best_seconds(runs: dict, rounds: int = 5, warmup: int = 1, clock=time.process_time) -> dict:
+    """{label: seconds of the fastest call} of each callable in `runs` (label -> fn()), timed in
+    `rounds` rounds that call every one in turn, forward and backward on alternate rounds,
+    after `warmup` untimed rounds. clock: CPU seconds of this process by default (all its
+    threads: with BLAS on one thread, the time the work took); time.perf_counter for wall time.
+    """
+    if not isinstance(runs, dict) or not runs or not all(callable(f) for f in runs.values()):
+        raise ValueError(f"runs must be a non-empty dict of label -> callable taking no "
+                         f"arguments, got {runs!r}")
+    if not callable(clock):
+        raise ValueError(f"clock must be a callable returning seconds, got {clock!r}")
+    rounds = validate.count("rounds", rounds, 1, MAX_ROUNDS)
+    warmup = validate.count("warmup", warmup, 0, MAX_ROUNDS)
+    best = dict.fromkeys(runs, math.inf)
+    order = list(runs.items())
+    for r in range(warmup + rounds):
+        for label, fn in order if r % 2 == 0 else order[::-1]:
+            start = clock()
+            fn()
+            seconds = clock() - start
+            if r >= warmup:
+                best[label] = min(best[label], seconds)
+    return best
+
+
+def decode_step(model, context: int, batch: int | None = None, kv_dtype: str = "float32",
+                seed: int = 0):
+    """A runner of one decode step of `model` at `context` tokens (the new one included), for
+    best_seconds. Its cache holds context - 1 stand-in entries and every call adds one, so
+    max_seq_len must leave room for every call (a few keys more in thousands change nothing).
+    batch=B steps B sequences together."""
+    context = validate.count("context", context, 1, model.config.max_seq_len)
+    cache = model.new_cache(batch=batch, kv_dtype=kv_dtype)
+    fill_cache(cache, context - 1, seed)
+    ids = np.zeros((1,) if batch is None else (batch, 1), dtype=np.int64)     # [1] or [B, 1]
+    return lambda: model.forward(ids, cache)
+
+
+def prefill(model, prompt_len: int, seed: int = 0):
+    """A runner of one prefill of a random prompt of prompt_len tokens into an empty cache."""
+    prompt_len = validate.count("prompt_len", prompt_len, 1, model.config.max_seq_len)
+    prompt = np.random.default_rng(seed).integers(0, model.config.vocab_size, prompt_len)
+    return lambda: model.forward(prompt, model.new_cache())
+
+
+def weight_products(model):
+    """A runner of a decode step's weight products alone: one row through every weight matrix
+    the step multiplies (toykv.bench.step_matrices), back to back, nothing in between."""
+    matrices = step_matrices(model)
+    rows = {w.shape[0]: np.ones((1, w.shape[0]), np.float32) for w in matrices}   # [1, in]
+
+    def run():
+        for w in matrices:
+            rows[w.shape[0]] @ w                                                   # [1, out]
+    return run
+
+
+def tiny_model(config) -> ToyTransformer:
+    """A model with config's layers (their number, kinds and context) and tiny matrices
+    (toykv.bench.tiny_like): its decode step makes the same numpy calls as config's, on
+    arrays so small that the calls themselves are nearly all it costs."""
+    return ToyTransformer(tiny_like(config))
+
+
+__all__ = ["MAX_ROUNDS", "best_seconds", "decode_step", "prefill", "weight_products",
+           "tiny_model"]
