@@ -499,3 +499,32 @@ def test_fixed_order_sum_is_front_to_back():
     assert np.array_equal(Ops(exact=True).sum_last(x), expected)
     assert np.array_equal(Ops(exact=True).sum_last(x[0]), expected[0])       # 1-D as well
     assert not np.array_equal(x.sum(axis=-1, keepdims=True), expected)       # pairwise differs
+
+
+# -- shared keys are read once per step: one product over the heads that share them ----------
+
+def products_over(model, ids, cache):
+    """(a.shape, b.shape) of every product a forward pass makes."""
+    shapes, real = [], model.ops.matmul
+
+    def matmul(a, b):
+        shapes.append((a.shape, b.shape))
+        return real(a, b)
+    model.ops.matmul = matmul
+    try:
+        model.forward(ids, cache)
+    finally:
+        model.ops.matmul = real
+    return shapes
+
+
+@pytest.mark.parametrize("name, heads_sharing", [("gqa", 2), ("mqa", 4), ("mla_absorbed", 4)])
+def test_a_decode_step_reads_each_shared_key_once(name, heads_sharing):
+    model = make_model(name)
+    cache = model.new_cache()
+    model.forward(token_ids(20), cache)
+    Tk = 21
+    over_keys = [(a, b) for a, b in products_over(model, [3], cache) if Tk in b]
+    assert over_keys                                     # scores and weighted sums
+    for a, b in over_keys:                               # one row per query head that shares
+        assert a[-2] == heads_sharing and len(b) <= 3, (a, b)   # no per-head broadcast axis
