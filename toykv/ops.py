@@ -14,12 +14,14 @@ import math
 
 import numpy as np
 
+from . import validate
+
 
 class Ops:
     """Matrix products and sums, with a running count of matmul FLOPs (2 per multiply-add)."""
 
     def __init__(self, exact: bool = False):
-        self.exact = bool(exact)
+        self.exact = validate.flag("exact", exact)
         self.flops = 0
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
