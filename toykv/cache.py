@@ -91,8 +91,8 @@ class FullLayer(Mapping):
     def __init__(self, spec: LayerSpec, codec: Codec, rows: int | None, slots: int,
                  max_slots: int):
         self.spec, self.codec, self.rows, self.max_slots = spec, codec, rows, max_slots
-        self.arrays = self._zeros(slots)
-        self.staged = None                                  # a ring's writes, until commit
+        self.arrays, self.slots = self._zeros(slots), slots  # slots: positions allocated now
+        self.staged = None                                  # a step's (start, T, ring writes)
 
     def _zeros(self, slots: int) -> dict:
         lead = () if self.rows is None else (self.rows,)
@@ -109,11 +109,6 @@ class FullLayer(Mapping):
 
     def __len__(self) -> int:
         return len(self.arrays)
-
-    @property
-    def slots(self) -> int:
-        """Positions allocated now."""
-        return next(iter(self.arrays.values())).shape[0 if self.rows is None else 1]
 
     def held(self, length: int) -> int:
         """Positions held once `length` tokens are stored."""
@@ -148,7 +143,7 @@ class FullLayer(Mapping):
         bigger, old = self._zeros(slots), self.slots
         for name in self.arrays:
             self._batched(name, bigger)[:, :old] = self._batched(name)
-        self.arrays = bigger
+        self.arrays, self.slots = bigger, slots
 
     def append(self, new: dict, start: int) -> tuple[dict, np.ndarray]:
         """Write the new tokens' entries after the `start` held ones; return what attention

@@ -249,6 +249,7 @@ class ToyTransformer:
                              "'linear' are for sizing only")
         validate.flag("exact", exact)
         self.config = config
+        self._eps = np.float32(config.norm_eps)     # RMSNorm's epsilon, as float32
         self.ops = Ops(exact)
         self.absorb = check_absorb(config, absorb)   # MLA: attend in latent space
         # the attention form of this model's layers: H_kv heads of K and V, or MLA's latent
@@ -415,7 +416,7 @@ class ToyTransformer:
     def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """x / sqrt(mean(x^2) + eps) * weight, over the last axis."""
         mean_sq = self.ops.sum_last(x * x) / np.float32(x.shape[-1])
-        return x / np.sqrt(mean_sq + np.float32(self.config.norm_eps)) * weight
+        return x / np.sqrt(mean_sq + self._eps) * weight
 
     def mlp(self, h: np.ndarray, layer: dict) -> np.ndarray:
         """SwiGLU: (silu(h W_gate) * (h W_up)) W_down. [..., T, D] -> the same shape"""
@@ -430,10 +431,11 @@ class ToyTransformer:
         return self.ops.matmul(act, layer["w_down"]).reshape(h.shape)
 
     def attention(self, h, layer, i, positions, cache=None, rope=None):
-        """Layer i's attention (MHA, GQA, MQA) for new tokens at `positions`
-        [T]: h [..., T, D] -> [..., T, D], ... one sequence or B of them.
-        With a cache (checked by forward) their keys and values join it and
-        every key it holds is attended to. rope: (cos, sin), if looked up."""
+        """Layer i's attention (MHA, GQA, MQA) for the new tokens at
+        `positions` [T]: h [..., T, D] -> [..., T, D] (... : one sequence,
+        or B). With a cache (forward has checked it) their keys and values
+        join it, and the queries attend over every key it holds.
+        rope: (cos, sin) [T, d_h] of the positions, if already looked up."""
         c, mm = self.config, self.ops.matmul
         H, Hkv, G, hd = c.n_heads, c.n_kv_heads, c.group_size, c.head_dim
         *lead, T, D = h.shape
@@ -441,27 +443,32 @@ class ToyTransformer:
         qkv = mm(rows(h), Layer.of(layer).fused["qkv"])  # [B T, (H+2H_kv) d_h]
         qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)     # [..., T, heads, d_h]
         q = qkv[..., :H, :]                              # [..., T, H, d_h]
-        k, v = qkv[..., H:H + Hkv, :], qkv[..., H + Hkv:, :]  # [.., H_kv, d_h]
+        k = qkv[..., H:H + Hkv, :]                       # [..., T, H_kv, d_h]
+        v = qkv[..., H + Hkv:, :]                        # [..., T, H_kv, d_h]
         # rotate: RoPE turns each query and key by its position's angle
         cos, sin = self.rope(positions) if rope is None else rope  # [T, d_h]
         q = apply_rope(q, cos[:, None], sin[:, None])
         k = apply_rope(k, cos[:, None], sin[:, None])
-        # append to the cache: attend over every key it holds, the new too
+        # append to the cache: attend over all it holds, the new keys too
         key_pos = positions                              # [Tk]
         if cache is not None:
             kv, key_pos = cache.append(i, k=k, v=v)
             k, v = kv["k"], kv["v"]                      # [..., Tk, H_kv, d_h]
-        # group the query heads: a KV head's G queries as rows of one product
-        q = np.swapaxes(q, -3, -2).reshape(*lead, Hkv, G * T, hd)
-        k, v = np.swapaxes(k, -3, -2), np.swapaxes(v, -3, -2)  # [.., Tk, d_h]
+        # group the query heads: a KV head's G queries, rows of one product
+        q = np.swapaxes(q, -3, -2)                       # [..., H, T, d_h]
+        q = q.reshape(*lead, Hkv, G * T, hd)            # [..., H_kv, G T, d_h]
+        k = np.swapaxes(k, -3, -2)                       # [..., H_kv, Tk, d_h]
+        v = np.swapaxes(v, -3, -2)                       # [..., H_kv, Tk, d_h]
         # attend: softmax(q k^T / sqrt(d_h)) v, over the keys a query sees
         scores = mm(q, np.swapaxes(k, -1, -2))           # [..., H_kv, G T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
         p = self.softmax(scores, self.mask(positions, key_pos, i, G))
-        out = mm(p, v).reshape(*lead, H, T, hd)          # [..., H, T, d_h]
+        out = mm(p, v)                                  # [..., H_kv, G T, d_h]
         # project out: the heads side by side, through W_O
+        out = out.reshape(*lead, H, T, hd)               # [..., H, T, d_h]
         out = np.swapaxes(out, -3, -2)                   # [..., T, H, d_h]
-        return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)
+        out = mm(rows(out, H * hd), layer["wo"])         # [B T, D]
+        return out.reshape(h.shape)                      # [..., T, D]
 
     def mla_attention(self, h, layer, i, positions, cache=None, rope=None):
         """DeepSeek-V2's latent attention (deepseek2024v2), h [..., T, D] -> the same shape, as
