@@ -180,5 +180,6 @@ def prefill_time_curve(model, prompt_lens, repeats: int = 3, threads: int | None
     return medians
 
 
-__all__ = ["FILL_CHUNK", "MAX_STEPS", "MAX_POINTS", "fill_cache", "blas_threads", "limit_blas_threads", "step_seconds",
+__all__ = ["FILL_CHUNK", "MAX_STEPS", "MAX_POINTS", "fill_cache", "blas_threads",
+           "limit_blas_threads", "step_seconds",
            "step_time_curve", "prefill_time_curve"]
