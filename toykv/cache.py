@@ -91,7 +91,7 @@ class FullLayer(Mapping):
     def __init__(self, spec: LayerSpec, codec: Codec, rows: int | None, slots: int,
                  max_slots: int):
         self.spec, self.codec, self.rows, self.max_slots = spec, codec, rows, max_slots
-        self.arrays, self.slots = self._zeros(slots), slots  # slots: positions allocated now
+        self._allocate(self._zeros(slots), slots)
         self.staged = None                                  # a step's (start, T, ring writes)
 
     def _zeros(self, slots: int) -> dict:
@@ -118,18 +118,21 @@ class FullLayer(Mapping):
         """Bytes of the positions held at `length` (values and scales), every sequence."""
         return self.held(length) * sum(a.nbytes for a in self.arrays.values()) // self.slots
 
-    def _batched(self, name: str, arrays: dict | None = None) -> np.ndarray:
-        """An array with a leading batch axis: a view [1, ...] of an unbatched cache's."""
-        array = (self.arrays if arrays is None else arrays)[name]
-        return array if self.rows is not None else array[None]
+    def _allocate(self, arrays: dict, slots: int):
+        """Hold these arrays of `slots` positions; `batched` views them with a batch axis in
+        front ([1, ...] for one sequence), the shape the methods read and write."""
+        self.arrays, self.slots = arrays, slots
+        self.batched = {name: a if self.rows is not None else a[None] for name, a in
+                        arrays.items()}
+
 
     def read(self, name: str, first: int, end: int) -> np.ndarray:
         """Positions first..end-1 as float32 [B, end - first, ...] (a view where it can be)."""
         slots = self.slots
         index = slice(first, end) if end <= slots else np.arange(first, end) % slots  # wrapped
-        scale = self._batched(name + "_scale")[:, index] if name + "_scale" in self.arrays \
-            else None
-        return self.codec.decode(self._batched(name)[:, index], scale)
+        scale = self.batched.get(name + "_scale")
+        return self.codec.decode(self.batched[name][:, index],
+                                 None if scale is None else scale[:, index])
 
     def grow(self, need: int):
         """Make room for `need` slots (doubling, at most max_slots), keeping what is stored.
@@ -140,10 +143,10 @@ class FullLayer(Mapping):
         validate.fits_in_memory(f"a cache layer of {slots} positions",
                                 sum(a.nbytes for a in self.arrays.values()) // self.slots * slots,
                                 "give the model a smaller max_seq_len")
-        bigger, old = self._zeros(slots), self.slots
-        for name in self.arrays:
-            self._batched(name, bigger)[:, :old] = self._batched(name)
-        self.arrays, self.slots = bigger, slots
+        old, views = self.slots, self.batched
+        self._allocate(self._zeros(slots), slots)
+        for name, view in views.items():
+            self.batched[name][:, :old] = view
 
     def append(self, new: dict, start: int) -> tuple[dict, np.ndarray]:
         """Write the new tokens' entries after the `start` held ones; return what attention
@@ -152,12 +155,13 @@ class FullLayer(Mapping):
         changes nothing a failed step would have to undo."""
         T = next(iter(new.values())).shape[1]
         end = start + T
-        self.grow(end)
+        if end > self.slots:
+            self.grow(end)
         for name, values in new.items():
             stored, scale = self.codec.encode(values)
-            self._batched(name)[:, start:end] = stored
+            self.batched[name][:, start:end] = stored
             if scale is not None:
-                self._batched(name + "_scale")[:, start:end] = scale
+                self.batched[name + "_scale"][:, start:end] = scale
         self.staged = (start, T, None)                      # written; counted at commit
         return {name: self.read(name, 0, end) for name in new}, np.arange(end)
 
@@ -175,7 +179,7 @@ class FullLayer(Mapping):
         twin = type(self)(self.spec, self.codec, self.rows, max(slots, self._copy_slots(length)),
                           self.max_slots)
         for name, array in self.arrays.items():
-            twin._batched(name)[:, :held] = self._batched(name)[:, :held]
+            twin.batched[name][:, :held] = self.batched[name][:, :held]
         return twin
 
     def _copy_slots(self, length: int) -> int:
@@ -220,9 +224,9 @@ class SlidingLayer(FullLayer):
         slots = (slice(first_slot, first_slot + keep) if first_slot + keep <= self.slots
                  else np.arange(first_slot, first_slot + keep) % self.slots)   # wrapping
         for name, (stored, scale) in rows.items():
-            self._batched(name)[:, slots] = stored
+            self.batched[name][:, slots] = stored
             if scale is not None:
-                self._batched(name + "_scale")[:, slots] = scale
+                self.batched[name + "_scale"][:, slots] = scale
 
     def _copy_slots(self, length: int) -> int:
         """A ring that has wrapped is copied whole, slot for slot."""

@@ -447,8 +447,9 @@ class ToyTransformer:
         v = qkv[..., H + Hkv:, :]                        # [..., T, H_kv, d_h]
         # rotate: RoPE turns each query and key by its position's angle
         cos, sin = self.rope(positions) if rope is None else rope  # [T, d_h]
-        q = apply_rope(q, cos[:, None], sin[:, None])
-        k = apply_rope(k, cos[:, None], sin[:, None])
+        cos, sin = cos[:, None], sin[:, None]            # [T, 1, d_h]: all heads
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
         # append to the cache: attend over all it holds, the new keys too
         key_pos = positions                              # [Tk]
         if cache is not None:
@@ -480,37 +481,42 @@ class ToyTransformer:
         *lead, T, D = h.shape
         H, hd, r, rd = c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
         cos, sin = self.rope(positions) if rope is None else rope        # [T, d_h^R]
+        # project: per-head queries, and one latent and rotary key per token for all heads
         q = mm(rows(h), layer["wq"]).reshape(*lead, T, H, hd + rd)
         q = np.swapaxes(q, -3, -2)                                       # [..., H, T, d_h + d_h^R]
-        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
         ckv = mm(rows(h), layer["w_dkv"])                                # [B T, r + d_h^R]
         c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(*lead, T, r)   # the latent
+        # rotate: RoPE on the rotary parts only
+        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
         k_rope = apply_rope(ckv[:, r:].reshape(*lead, T, rd), cos, sin)  # [..., T, d_h^R] shared
+        # append to the cache: the latent and the rotary key of every position held
         key_pos = positions
         if cache is not None:
             kv, key_pos = cache.append(i, c_kv=c_kv, k_rope=k_rope)
             c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [..., Tk, r], [.., d_h^R]
-        per_head = (*lead, H, T, len(key_pos))                           # [..., H, T, Tk]
+        Tk = len(key_pos)
+        # attend: scores from the rotary parts, one product with the heads as rows
+        per_head = (*lead, H, T, Tk)
         rope_scores = mm(_heads_as_rows(q_rope), np.swapaxes(k_rope, -1, -2)).reshape(per_head)
-        if self.absorb:      # fold W_UK into the query, W_UV after the weighted sum
+        if self.absorb:      # fold W_UK into the query, score against the latent itself
             w_uk = layer["w_uk"].reshape(r, H, hd).transpose(1, 2, 0)    # [H, d_h, r]
             q_lat = mm(q_nope, w_uk)                                     # [..., H, T, r]
             scores = mm(_heads_as_rows(q_lat), np.swapaxes(c_kv, -1, -2)).reshape(per_head)
         else:                # expand every cached latent into per-head K and V
-            Tk = len(key_pos)
             k_nope = mm(rows(c_kv), layer["w_uk"]).reshape(*lead, Tk, H, hd)
             v = mm(rows(c_kv), layer["w_uv"]).reshape(*lead, Tk, H, hd)
             k_nope, v = np.swapaxes(k_nope, -3, -2), np.swapaxes(v, -3, -2)   # [..., H, Tk, d_h]
             scores = mm(q_nope, np.swapaxes(k_nope, -1, -2))             # [..., H, T, Tk]
         scores = scores + rope_scores
         scores *= np.float32(1 / np.sqrt(hd + rd))
-        p = self.softmax(scores, self.mask(positions, key_pos, i))
-        if self.absorb:
+        p = self.softmax(scores, self.mask(positions, key_pos, i))     # [..., H, T, Tk]
+        if self.absorb:      # the weighted sum of latents, then W_UV per head
             w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, d_h]
             latent = mm(_heads_as_rows(p), c_kv).reshape(*lead, H, T, r)  # [..., H, T, r]
             out = mm(latent, w_uv)                                       # [..., H, T, d_h]
         else:
             out = mm(p, v)                                               # [..., H, T, d_h]
+        # project out: the heads side by side, through W_O
         out = np.swapaxes(out, -3, -2)                                   # [..., T, H, d_h]
         return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
 
