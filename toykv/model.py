@@ -447,7 +447,7 @@ class ToyTransformer:
         v = qkv[..., H + Hkv:, :]                        # [..., T, H_kv, d_h]
         # rotate: RoPE turns each query and key by its position's angle
         cos, sin = self.rope(positions) if rope is None else rope  # [T, d_h]
-        cos, sin = cos[:, None], sin[:, None]            # [T, 1, d_h]: all heads
+        cos, sin = cos[:, None], sin[:, None]            # [T, 1, d_h]
         q = apply_rope(q, cos, sin)
         k = apply_rope(k, cos, sin)
         # append to the cache: attend over all it holds, the new keys too
