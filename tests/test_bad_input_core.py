@@ -39,6 +39,9 @@ MODEL = make_model("gqa")
     lambda: serving.batch_cache_bytes(MODEL.config, [1.0, 2.0], 1),
     lambda: fit_two_bandwidths(1e6, ["1", "2", "3"], [0.1, 0.2, 0.3]),
     lambda: MODEL.new_cache().stored(0.0, "k"),
+    lambda: MODEL.new_cache().held(1.0),
+    lambda: steptime.fill_cache(MODEL.new_cache(), 2, seed=1.5),
+    lambda: steptime.prefill_time_curve(MODEL, [2], seed="0"),
 ])
 def test_floats_and_strings_are_not_ids_or_counts(call):
     with pytest.raises(ValueError):

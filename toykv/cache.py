@@ -308,6 +308,7 @@ class KVCache:
 
     def held(self, layer: int) -> int:
         """Tokens layer `layer` holds now: all of them, or the last window for a sliding layer."""
+        layer = validate.count("layer", layer, 0, self.config.n_layers - 1)
         return self.layers[layer].held(self.length)
 
     @property

@@ -40,7 +40,7 @@ def fill_cache(cache, tokens: int, seed: int = 0) -> None:
     if len(cache) + tokens > config.max_seq_len:
         raise ValueError(f"{len(cache)} cached + {tokens} tokens exceeds max_seq_len "
                          f"{config.max_seq_len}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validate.count("seed", seed, 0))
     block = {name: rng.standard_normal((FILL_CHUNK, *shape)).astype(np.float32)
              for name, shape in config.layers[0].entries}                 # [chunk, ...]
     done = 0
@@ -144,6 +144,7 @@ def step_time_curve(model, contexts, steps: int = 7, kv_dtype: str = "float32",
     if contexts[-1] + steps - 1 > model.config.max_seq_len:
         raise ValueError(f"the last steps reach context {contexts[-1] + steps - 1}, above "
                          f"max_seq_len {model.config.max_seq_len}")
+    seed = validate.count("seed", seed, 0)
     cache = model.new_cache(batch=batch, kv_dtype=kv_dtype)
     medians = np.empty(len(contexts))
     with blas_threads(threads):
@@ -164,7 +165,7 @@ def prefill_time_curve(model, prompt_lens, repeats: int = 3, threads: int | None
     lens = _points("prompt_lens", prompt_lens, 1, model.config.max_seq_len)
     if not lens:
         raise ValueError("prompt_lens is empty: give at least one prompt length")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validate.count("seed", seed, 0))
     medians = np.empty(len(lens))
     with blas_threads(threads):
         model.forward([0], model.new_cache())              # warm up: first-call costs
