@@ -252,8 +252,6 @@ class ToyTransformer:
         self._eps = np.float32(config.norm_eps)     # RMSNorm's epsilon, as float32
         self.ops = Ops(exact)
         self.absorb = check_absorb(config, absorb)   # MLA: attend in latent space
-        # the attention form of this model's layers: H_kv heads of K and V, or MLA's latent
-        self.attend = self.mla_attention if config.attention == "mla" else self.attention
         if weights is None:
             seed = validate.count("seed", seed, 0)
             validate.fits_in_memory(
@@ -304,6 +302,12 @@ class ToyTransformer:
         return self.cos[positions], self.sin[positions]
 
     @property
+    def attend(self):
+        """The attention form of this model's layers: attention (H_kv heads of keys and values)
+        or mla_attention (MLA's latent), as its config says."""
+        return self.mla_attention if self.config.attention == "mla" else self.attention
+
+    @property
     def exact(self) -> bool:
         return self.ops.exact
 
@@ -343,10 +347,11 @@ class ToyTransformer:
         positions = np.arange(start, start + T)
         rope = self.cos[start:start + T], self.sin[start:start + T]      # [T, d], every layer
         x = self.embed[ids if batched else ids[0]]                       # [..., T, D]
+        attend = self.attend
         try:
             for i, layer in enumerate(self.layers):
                 h = self.rms_norm(x, layer["attn_norm"])
-                x = x + self.attend(h, layer, i, positions, cache, rope)
+                x = x + attend(h, layer, i, positions, cache, rope)
                 h = self.rms_norm(x, layer["mlp_norm"])
                 x = x + self.mlp(h, layer)
         except BaseException:                         # a step is all or nothing
