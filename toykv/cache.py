@@ -125,7 +125,6 @@ class FullLayer(Mapping):
         self.batched = {name: a if self.rows is not None else a[None] for name, a in
                         arrays.items()}
 
-
     def read(self, name: str, first: int, end: int) -> np.ndarray:
         """Positions first..end-1 as float32 [B, end - first, ...] (a view where it can be)."""
         slots = self.slots
@@ -178,7 +177,7 @@ class FullLayer(Mapping):
         held = self.held(length)
         twin = type(self)(self.spec, self.codec, self.rows, max(slots, self._copy_slots(length)),
                           self.max_slots)
-        for name, array in self.arrays.items():
+        for name in self.arrays:
             twin.batched[name][:, :held] = self.batched[name][:, :held]
         return twin
 
@@ -207,9 +206,9 @@ class SlidingLayer(FullLayer):
                                      self.codec.decode(*encoded[name])], axis=1)
                for name in new}
         keep = min(T, self.slots)                        # a ring keeps at most slots of them
-        self.staged = (start, T, {name: (stored[:, T - keep:],
+        self.staged = (start, T, {name: (np.array(stored[:, T - keep:]),     # kept apart from
                                          None if scale is None else scale[:, T - keep:])
-                                  for name, (stored, scale) in encoded.items()})
+                                  for name, (stored, scale) in encoded.items()})  # the input
         return out, np.arange(first, start + T)
 
     def commit(self, start: int, T: int):
