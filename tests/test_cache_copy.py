@@ -116,10 +116,11 @@ def test_copy_copies_only_the_held_slots():
     for arrays in cache.layers:                  # stray values past the held slots
         for array in arrays.values():
             array[len(PREFIX):] = 1.0
-    twin = cache.copy()
-    for arrays in twin.layers:
-        for array in arrays.values():
-            assert not array[len(PREFIX):].any()
+    twin = cache.copy(capacity=len(PREFIX))      # room for exactly what is held
+    assert twin.allocated_nbytes == twin.nbytes == cache.nbytes
+    for arrays, mine in zip(twin.layers, cache.layers):
+        for name, array in arrays.items():       # the held slots, and nothing else
+            np.testing.assert_array_equal(array, mine[name][:len(PREFIX)])
 
 
 def test_copy_belongs_to_the_same_model():

@@ -42,12 +42,13 @@ KV_DTYPES = tuple(KV_DTYPE_BYTES)                                   # 'float32',
 SCALE_BYTES = {name: scale for name, (_, scale) in KV_DTYPE_BYTES.items()}
 
 
-def head_major(shape: tuple, dtype) -> np.ndarray:
+def head_major(shape: tuple, dtype, new=np.zeros) -> np.ndarray:
     """Zeros of shape [..., capacity, H_kv, d_h], stored in memory as [..., H_kv, capacity, d_h]
     (a transposed view): each KV head's keys are one contiguous block, which attention reads as
-    a plain matrix, instead of pieces of d_h values H_kv d_h apart. Indexing sees the shape."""
+    a plain matrix, instead of pieces of d_h values H_kv d_h apart. Indexing sees the shape.
+    new=np.empty leaves them unset (for slots written before they are read)."""
     *lead, capacity, heads, dim = shape
-    return np.zeros((*lead, heads, capacity, dim), dtype).swapaxes(-3, -2)
+    return new((*lead, heads, capacity, dim), dtype).swapaxes(-3, -2)
 
 
 class Codec:
@@ -56,13 +57,13 @@ class Codec:
     def __init__(self, kv_dtype: str):
         self.kv_dtype = kv_dtype
 
-    def zeros(self, name: str, shape: tuple, token_shape: tuple) -> dict:
+    def zeros(self, name: str, shape: tuple, token_shape: tuple, new=np.zeros) -> dict:
         """The arrays of one entry, shape = [(B,) slots, *token_shape] (K and V head-major),
-        plus its int8 scales (one per row of d_h values)."""
-        arrays = {name: head_major(shape, self.kv_dtype) if len(token_shape) == 2
-                  else np.zeros(shape, self.kv_dtype)}
+        plus its int8 scales (one per row of d_h values); new=np.empty: left unset."""
+        arrays = {name: head_major(shape, self.kv_dtype, new) if len(token_shape) == 2
+                  else new(shape, self.kv_dtype)}
         if self.kv_dtype == "int8":
-            arrays[name + "_scale"] = np.zeros(shape[:-1], np.float32)
+            arrays[name + "_scale"] = new(shape[:-1], np.float32)
         return arrays
 
     def encode(self, values: np.ndarray):
@@ -89,16 +90,16 @@ class FullLayer(Mapping):
     """
 
     def __init__(self, spec: LayerSpec, codec: Codec, rows: int | None, slots: int,
-                 max_slots: int):
+                 max_slots: int, new=np.zeros):
         self.spec, self.codec, self.rows, self.max_slots = spec, codec, rows, max_slots
-        self._allocate(self._zeros(slots), slots)
+        self._allocate(self._zeros(slots, new), slots)
         self.staged = None                                  # a step's (start, T, ring writes)
 
-    def _zeros(self, slots: int) -> dict:
+    def _zeros(self, slots: int, new=np.zeros) -> dict:
         lead = () if self.rows is None else (self.rows,)
         arrays = {}
         for name, shape in self.spec.entries:                # [(B,) slots, ...]
-            arrays.update(self.codec.zeros(name, (*lead, slots, *shape), shape))
+            arrays.update(self.codec.zeros(name, (*lead, slots, *shape), shape, new))
         return arrays
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -143,7 +144,7 @@ class FullLayer(Mapping):
                                 sum(a.nbytes for a in self.arrays.values()) // self.slots * slots,
                                 "give the model a smaller max_seq_len")
         old, views = self.slots, self.batched
-        self._allocate(self._zeros(slots), slots)
+        self._allocate(self._zeros(slots, np.empty), slots)  # slots past `old`: written first
         for name, view in views.items():
             self.batched[name][:, :old] = view
 
@@ -176,7 +177,7 @@ class FullLayer(Mapping):
         """A layer of `slots` slots (at least what is held) holding the same positions."""
         held = self.held(length)
         twin = type(self)(self.spec, self.codec, self.rows, max(slots, self._copy_slots(length)),
-                          self.max_slots)
+                          self.max_slots, np.empty)         # the slots past held: written first
         for name in self.arrays:
             twin.batched[name][:, :held] = self.batched[name][:, :held]
         return twin
@@ -415,7 +416,8 @@ class KVCache:
         Only what is held is copied. capacity: positions to allocate per layer (at least what
         is held); default twice the tokens held (at most max_seq_len), so a continuation as
         long again needs no regrowth, and beyond that the copy grows as any cache does. A
-        wrapped sliding ring is copied whole. Same batch and kv_dtype.
+        wrapped sliding ring is copied whole. Same batch and kv_dtype. The slots past the held
+        ones are left unset, not zeroed: each is written before anything reads it.
         """
         held = max(len(self), 1)
         capacity = validate.optional_count("capacity", capacity, 1, self.config.max_seq_len)
