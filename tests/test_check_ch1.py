@@ -7,6 +7,7 @@ so a check that computed the wrong expected value would fail these tests.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -24,16 +25,18 @@ def _heads(a, n, hd):                       # [T, n*hd] -> [n, T, hd]
     return a.reshape(len(a), n, hd).transpose(1, 0, 2)
 
 
-def make_step(rope_at_zero=False, append=True, past=True):
+def make_step(rope_at_zero=False, append=True, past=True, key_at_zero=False,
+              query_at_zero=False):
     """An attention_step as a student writes it, optionally with one mistake."""
     model = ch1.chapter_model()
     layer, c = model.layers[0], model.config
     H, hd = c.n_heads, c.head_dim
 
     def attention_step(h_new, position, cache):
-        at = [0 if rope_at_zero else position]
-        q = apply_rope(_heads(h_new @ layer["wq"], H, hd), model.cos[at], model.sin[at])
-        k = apply_rope(_heads(h_new @ layer["wk"], H, hd), model.cos[at], model.sin[at])
+        q_at = [0 if rope_at_zero or query_at_zero else position]
+        k_at = [0 if rope_at_zero or key_at_zero else position]
+        q = apply_rope(_heads(h_new @ layer["wq"], H, hd), model.cos[q_at], model.sin[q_at])
+        k = apply_rope(_heads(h_new @ layer["wk"], H, hd), model.cos[k_at], model.sin[k_at])
         v = _heads(h_new @ layer["wv"], H, hd)
         keys = np.concatenate([cache["k"], k], axis=1)
         values = np.concatenate([cache["v"], v], axis=1)
@@ -98,6 +101,8 @@ def test_ex1_official_answer_passes(capsys):
 
 @pytest.mark.parametrize("mistake, hint", [
     (dict(rope_at_zero=True), "real position"),
+    (dict(key_at_zero=True), "new key is rotated as if it sat at position 0 (chapter 3's"),
+    (dict(query_at_zero=True), "new query is rotated as if it sat at position 0"),
     (dict(past=False), "every cached key"),
     (dict(append=False), "every cached key"),        # never appended: sees itself only
 ])
@@ -116,6 +121,22 @@ def test_ex1_right_outputs_but_cache_elsewhere_gets_its_hint(capsys):
 
     assert not check.ch1_ex1(attention_step)
     assert "does not hold one key per position" in said(capsys)
+
+
+def test_ex1_says_it_runs_a_prompt_of_its_own(capsys):
+    def off(h_new, position, cache):                  # right shape, wrong values
+        return make_step()(h_new, position, cache) * 1.5
+
+    assert not check.ch1_ex1(off)
+    out = said(capsys)
+    assert "12-token prompt of its own, not the chapter's" in out
+    assert ch1.EX1_PROMPT["n"] == 12 != len(ch1.chapter_tokens())  # what the message says
+
+
+def test_ex1_odd_returns_get_a_message(capsys):
+    for result in (None, "row", np.full((1, 32), 1j), np.zeros((32,)), [[0.0] * 32] * 2):
+        assert not check.ch1_ex1(lambda h_new, position, cache, r=result: r)
+        assert "should return one row of d_model float values" in said(capsys)
 
 
 def test_ex1_broken_code_gets_a_message_not_a_traceback(capsys):
@@ -139,6 +160,27 @@ def test_ex2_answers(capsys):
         out = said(capsys)
         assert hint in out
         assert str(list(range(S - 1))) not in out           # never the answer
+
+
+@pytest.mark.parametrize("answer", [set(range(9)), frozenset(range(9)), tuple(range(9)),
+                                    [float(i) for i in range(9)], np.arange(9.0),
+                                    [np.int64(i) for i in range(9)], list(range(8, -1, -1))])
+def test_ex2_takes_the_positions_in_any_collection_and_order(answer, capsys):
+    assert check.ch1_ex2(answer)
+    assert said(capsys).startswith("Right.")
+
+
+@pytest.mark.parametrize("answer, message", [
+    ([0.9, 1.9, 2.9, 3.9, 4.9, 5.9, 6.9, 7.9, 8.9], "whole numbers.*0.9"),   # not truncated
+    ([0, 1, 2, 3, 4, 5, 6, 7, 8.5], "whole numbers.*8.5"),
+    ([0, 0, 1, 2, 3, 4, 5, 6, 7, 8], "each position once"),
+    ("0, 1, 2", "list of query positions.*text"), (8, "list of query positions.*got 8"),
+    ([[0, 1]], "whole numbers"), ([True, 1], "whole numbers.*bool"), ({0: 1}, "dict"),
+])
+def test_ex2_refuses_what_is_not_a_list_of_positions(answer, message, capsys):
+    assert not check.ch1_ex2(answer)
+    out = said(capsys)
+    assert out.startswith("Not right yet") and re.search(message, out), out
 
 
 def test_ex4_answers(capsys):

@@ -54,7 +54,8 @@ def test_the_expected_ratio_is_never_printed(check, expected, capsys):
 
 
 def test_wrong_types_are_named(capsys):
-    assert not ch5_ex1(296.0)
+    assert ch5_ex1(296.0)                               # an integral float is the count
+    assert not ch5_ex1(296.5)
     assert "whole number" in capsys.readouterr().out
     assert not ch5_ex2("34.9")
     assert "tokens per second" in capsys.readouterr().out

@@ -58,5 +58,6 @@ def test_typical_mistakes_get_their_hint(check, wrong, hint, expected, capsys):
 def test_wrong_types_are_named(capsys):
     assert not ch6_ex1("32")
     assert "milliseconds" in capsys.readouterr().out
-    assert not ch6_ex2(15.0)
+    assert ch6_ex2(15.0)                                # an integral float is the count
+    assert not ch6_ex2(15.5)
     assert "whole number" in capsys.readouterr().out

@@ -59,5 +59,6 @@ def test_the_expected_value_is_never_printed(check, answer, expected, capsys):
 def test_wrong_types_are_named(capsys):
     assert not ch7_ex1("33792")
     assert "number of bytes" in capsys.readouterr().out
-    assert not ch7_ex3(5325.0)
+    assert ch7_ex3(5325.0)                              # an integral float is the count
+    assert not ch7_ex3(5325.5)
     assert "whole number" in capsys.readouterr().out

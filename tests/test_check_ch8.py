@@ -71,7 +71,8 @@ def test_the_expected_value_is_never_printed(check, answer, expected, capsys):
 
 
 def test_wrong_types_are_named(capsys):
-    assert not ch8_ex1(122529.0)
+    assert ch8_ex1(122529.0)                            # an integral float is the count
+    assert not ch8_ex1(122528.5)
     assert "whole number" in capsys.readouterr().out
     assert not ch8_ex4("255")
     assert "GiB" in capsys.readouterr().out

@@ -67,8 +67,9 @@ def test_ex1(capsys):
     assert_hint(check.ch9_ex1, EX1 // 2, "factor 2", capsys, EX1)
     assert_hint(check.ch9_ex1, kv(99, 4, kv_heads=H), "KV heads", capsys, EX1)
     assert_hint(check.ch9_ex1, kv(40, 4), "decode steps", capsys, EX1)
-    assert not check.ch9_ex1(float(EX1))                 # a whole number of bytes
-    said(capsys)
+    assert_right(check.ch9_ex1, float(EX1), capsys)      # an integral float is the count
+    assert not check.ch9_ex1(EX1 + 0.5)
+    assert "whole number of bytes" in said(capsys)
 
 
 def test_ex2(capsys):

@@ -6,6 +6,8 @@ that computes the same logits, and refuse every bad file with a ValueError namin
 """
 import dataclasses
 import json
+import time
+from pathlib import Path
 
 import gguf
 import numpy as np
@@ -343,3 +345,152 @@ def test_bad_tensors_are_named(bpe, tmp_path):
         broken = tensors[name].copy()
         broken[7, 3] = value
         fails_with(rf"'{name}' has 1 NaN or infinite", {**tensors, name: broken})
+
+
+# -- files that lie: the header must match the file, the tensors must not overlap ----------
+def patched(tiny, tmp_path, change) -> Path:
+    """A copy of the tiny GGUF with change(reader) applied to its header in place."""
+    copy = tmp_path / "patched.gguf"
+    copy.write_bytes(tiny[1].read_bytes())
+    reader = gguf.GGUFReader(copy, mode="r+")
+    change(reader)
+    reader.data.flush()
+    del reader
+    return copy
+
+
+def tensor(reader, name):
+    return next(t for t in reader.tensors if t.name == name)
+
+
+def set_offset(reader, name, offset):
+    tensor(reader, name).field.parts[5][0] = offset          # the tensor's data offset
+
+
+def offset_of(reader, name):
+    return int(tensor(reader, name).field.parts[5][0])
+
+
+@pytest.mark.parametrize("how", ["same data", "swapped", "gap", "overlap by 4 bytes"])
+def test_tensors_whose_data_overlap_or_leave_gaps_are_refused(tiny, tmp_path, how):
+    gate, up = "blk.0.ffn_gate.weight", "blk.0.ffn_up.weight"
+
+    def change(reader):
+        g, u = offset_of(reader, gate), offset_of(reader, up)
+        if how == "same data":                               # W_up would come out as W_gate
+            set_offset(reader, up, g)
+        elif how == "swapped":
+            set_offset(reader, gate, u), set_offset(reader, up, g)
+        elif how == "gap":
+            set_offset(reader, up, u + 32)
+        else:
+            set_offset(reader, up, u - 4)
+
+    bad = patched(tiny, tmp_path, change)
+    with pytest.raises(ValueError, match=r"tensor 'blk.0.ffn_(gate|up).weight' starts at byte "
+                                         r"[\d,]+ of the data, expected [\d,]+: .*llama.cpp"):
+        load_gguf(bad)
+
+
+def test_the_writer_s_layout_is_accepted(tiny):
+    reader = gguf.GGUFReader(tiny[1])
+    ends = [int(t.data_offset) + int(t.n_bytes) for t in reader.tensors]
+    starts = [int(t.data_offset) for t in reader.tensors]
+    assert all(0 <= s - e < reader.alignment for e, s in zip(ends, starts[1:]))   # contiguous
+    load_gguf(tiny[1])
+
+
+def test_corrupted_tensor_dims_that_wrap_are_refused(tiny, tmp_path):
+    def change(reader):
+        dims = tensor(reader, "blk.0.ffn_norm.weight").field.parts[3]
+        dims[0] = 2**62                                     # x 4 bytes wraps int64 to 0
+
+    with pytest.raises(ValueError, match="past the end of the file|starts at byte"):
+        load_gguf(patched(tiny, tmp_path, change))
+
+
+@pytest.mark.parametrize("key, length", [
+    ("tokenizer.ggml.tokens", 2**40), ("tokenizer.ggml.token_type", 2**40),  # past the file
+    ("tokenizer.ggml.token_type", 2**62), ("tokenizer.ggml.merges", 2**63 + 5),
+    ("tokenizer.ggml.token_type", 10**7),                # finite: unbounded, ~30 s of loop
+    ("tokenizer.ggml.tokens", None),                     # a little longer: reads garbage
+])
+def test_a_corrupted_array_length_never_reads_past_the_file(tiny, tmp_path, key, length):
+    def change(reader):
+        alen = reader.fields[key].parts[4]
+        alen[0] = length if length is not None else alen[0] + 7
+
+    bad = patched(tiny, tmp_path, change)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="past the end of the file|bytes left in the file"):
+        load_gguf(bad)
+    assert time.perf_counter() - start < 30                 # bounded by the file, not 2**40
+
+
+@pytest.mark.parametrize("offset, value", [(16, (2**40).to_bytes(8, "little")),   # kv count
+                                           (8, (2**40).to_bytes(8, "little"))])   # tensors
+def test_corrupted_counts_are_bounded_by_the_file(tiny, tmp_path, offset, value):
+    data = bytearray(tiny[1].read_bytes())
+    data[offset:offset + 8] = value
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="claims 1,099,511,627,776 .*bytes left"):
+        load_gguf(bad)
+
+
+def test_a_duplicate_token_is_refused(bpe, tmp_path):
+    tokens = list(bpe[1])
+    tokens[-1] = tokens[-2]
+    path = write_gguf(tmp_path / "d.gguf", random_model(len(tokens)), bpe,
+                      meta_changes={"tokenizer.ggml.tokens": (tokens, gguf.GGUFValueType.ARRAY)})
+    with pytest.raises(ValueError, match="'tokenizer.ggml.tokens' holds the same token twice"):
+        load_gguf(path)
+
+
+def test_a_named_pipe_is_refused_without_waiting(tmp_path):
+    import os
+    import threading
+
+    pipe = tmp_path / "model.gguf"
+    os.mkfifo(pipe)
+    outcome = []
+
+    def load():                                          # a blocked open would hang here
+        try:
+            load_gguf(pipe)
+        except Exception as err:                         # noqa: BLE001 (the outcome is checked)
+            outcome.append(err)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert not worker.is_alive(), "load_gguf blocked on a named pipe"
+    assert isinstance(outcome[0], ValueError) and "not a regular file" in str(outcome[0])
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_seq_len": 0}, "max_seq_len"), ({"max_seq_len": 32.0}, "max_seq_len"),
+    ({"max_seq_len": "32"}, "max_seq_len"), ({"exact": "yes"}, "exact"),
+    ({"exact": 1}, "exact"), ({"path": 42}, "path must be a path"),
+])
+def test_bad_arguments_are_refused_before_the_file_is_read(tiny, monkeypatch, kwargs, message):
+    from toykv import gguf_loader
+
+    def no_reading(*args, **kw):
+        raise AssertionError("the file was read before the arguments were checked")
+
+    monkeypatch.setattr(gguf_loader, "_bounded_reader", no_reading)
+    kwargs = {"path": tiny[1], **kwargs}
+    with pytest.raises(ValueError, match=message):
+        load_gguf(kwargs.pop("path"), **kwargs)
+
+
+def test_a_too_long_context_is_refused_before_any_tensor_is_dequantized(tiny, monkeypatch):
+    from toykv import gguf_loader
+
+    def no_dequantizing(*args, **kw):
+        raise AssertionError("a tensor was dequantized before max_seq_len was checked")
+
+    monkeypatch.setattr(gguf_loader, "dequantized", no_dequantizing)
+    with pytest.raises(ValueError, match="max_seq_len"):
+        load_gguf(tiny[1], max_seq_len=tiny[0].config.max_seq_len + 1)

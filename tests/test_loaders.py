@@ -343,6 +343,104 @@ def test_shards_in_a_subfolder_are_fine(tmp_path):
     assert_same_weights(loaded, random_model())
 
 
+# -- the Hugging Face hub cache: snapshots/<revision>/ holds links into the model's blobs/ ------
+def hub_snapshot(cache, model, sharded=True, repo="models--toykv--tiny"):
+    """A hub-cache layout as huggingface_hub writes it: every file of the snapshot is a
+    relative symlink to a blob named by its hash. Returns the snapshot folder."""
+    tree = cache / repo
+    (tree / "blobs").mkdir(parents=True)
+    snapshot = tree / "snapshots" / "0123abcd"
+    snapshot.mkdir(parents=True)
+    files = {"config.json": json.dumps(hf_config(model.config)).encode()}
+    tensors = hf_tensors(model)
+    names = sorted(tensors)
+    parts = ({"model-00001-of-00002.safetensors": names[::2],
+              "model-00002-of-00002.safetensors": names[1::2]} if sharded
+             else {"model.safetensors": names})
+    for file, part in parts.items():
+        save_file({n: tensors[n] for n in part}, tree / "scratch")
+        files[file] = (tree / "scratch").read_bytes()
+    if sharded:
+        files["model.safetensors.index.json"] = json.dumps(
+            {"weight_map": {n: f for f, part in parts.items() for n in part}}).encode()
+    (tree / "scratch").unlink()
+    for i, (name, data) in enumerate(files.items()):
+        (tree / "blobs" / f"blob{i:04d}").write_bytes(data)
+        (snapshot / name).symlink_to(Path("..") / ".." / "blobs" / f"blob{i:04d}")
+    return snapshot
+
+
+@pytest.mark.parametrize("sharded", [True, False])
+def test_a_hub_cache_snapshot_loads(tmp_path, sharded):
+    model = random_model()
+    snapshot = hub_snapshot(tmp_path / "hub", model, sharded)
+    assert all(f.is_symlink() for f in snapshot.iterdir())
+    loaded, _ = load_hf(snapshot)
+    assert_same_weights(loaded, model)
+
+
+@pytest.mark.parametrize("target", ["outside", "other model", "other cache"])
+def test_a_hub_link_out_of_the_model_s_tree_is_refused(tmp_path, target):
+    snapshot = hub_snapshot(tmp_path / "hub", random_model())
+    shard = snapshot / "model-00002-of-00002.safetensors"
+    data = shard.read_bytes()
+    place = {"outside": tmp_path / "elsewhere",
+             "other model": tmp_path / "hub" / "models--toykv--other" / "blobs",
+             "other cache": tmp_path / "hub2" / "models--toykv--tiny" / "blobs"}[target]
+    place.mkdir(parents=True)
+    (place / "blob").write_bytes(data)
+    shard.unlink()
+    shard.symlink_to(place / "blob")
+    with pytest.raises(ValueError, match="'model-00002-of-00002.safetensors'.*inside the model"):
+        load_hf(snapshot)
+
+
+def test_only_a_real_hub_layout_widens_the_tree(tmp_path):
+    """A folder under a 'snapshots' folder of anything but models--*/ gets no wider tree."""
+    snapshot = hub_snapshot(tmp_path / "hub", random_model(), repo="datasets--toykv--tiny")
+    with pytest.raises(ValueError, match="inside the model directory"):
+        load_hf(snapshot)
+
+
+def test_a_single_file_linked_out_of_a_plain_folder_is_refused(tmp_path):
+    folder = write_checkpoint(tmp_path / "model", random_model())
+    (folder / "model.safetensors").rename(tmp_path / "weights.safetensors")
+    (folder / "model.safetensors").symlink_to(tmp_path / "weights.safetensors")
+    with pytest.raises(ValueError, match="links to .*weights.safetensors, outside the model"):
+        load_hf(folder)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"max_seq_len": 0}, "max_seq_len"), ({"max_seq_len": 64.0}, "max_seq_len"),
+    ({"max_seq_len": "64"}, "max_seq_len"), ({"exact": "False"}, "exact"),
+    ({"exact": None}, "exact"), ({"directory": 3}, "directory must be a path"),
+])
+def test_bad_arguments_are_refused_before_any_file_is_read(tmp_path, monkeypatch, kwargs,
+                                                           message):
+    from toykv import loaders
+
+    def no_reading(*args, **kw):
+        raise AssertionError("a file was read before the arguments were checked")
+
+    folder = write_checkpoint(tmp_path, random_model())
+    for name in ("_read_config", "load_tokenizer", "tensor_table", "read_tensor"):
+        monkeypatch.setattr(loaders, name, no_reading)
+    kwargs = {"directory": folder, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        load_hf(kwargs.pop("directory"), **kwargs)
+
+
+def test_a_too_long_context_is_refused_before_any_tensor_is_read(tmp_path, monkeypatch):
+    from toykv import loaders
+
+    def no_reading(*args, **kw):
+        raise AssertionError("a tensor was read before max_seq_len was checked")
+
+    monkeypatch.setattr(loaders, "read_tensor", no_reading)
+    with pytest.raises(ValueError, match="max_seq_len"):
+        load_hf(write_checkpoint(tmp_path, random_model()), max_seq_len=TINY["max_seq_len"] + 1)
+
+
 @pytest.mark.parametrize("index", ['{"weight_map": [1, 2]}', '{"weight_map": {"a": 3}}',
                                    '{"metadata": {}}', '[' * 100_000])
 def test_bad_index_file(tmp_path, index):
@@ -493,3 +591,38 @@ def test_tokenizer_config_gives_the_chat_template_and_stop_id(tmp_path):
     (tmp_path / "tokenizer_config.json").write_text("[1]")
     with pytest.raises(ValueError, match="tokenizer_config.json must hold a JSON object"):
         load_hf(tmp_path)
+
+
+def test_chat_template_jinja_is_the_folder_s_template(tmp_path):
+    """transformers' current format: chat_template.jinja beside tokenizer_config.json, which
+    it overrides (the model's own template and system prompt would otherwise be lost)."""
+    write_checkpoint(tmp_path, random_model(vocab_size=320))
+    byte_level_bpe().save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(
+        {"chat_template": "old: {{ messages[0]['content'] }}", "eos_token": "<s>"}))
+    (tmp_path / "chat_template.jinja").write_text(
+        "{% if messages[0]['role'] != 'system' %}[system] You are SmolLM.\n{% endif %}"
+        "{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}")
+    _, tokenizer = load_hf(tmp_path)
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "hi"}]) == \
+        "[system] You are SmolLM.\n[user] hi\n"
+    assert tokenizer.stop_ids == (0,)
+
+
+def test_named_pipes_in_a_model_folder_never_block(tmp_path):
+    import os
+    import threading
+
+    folder = write_checkpoint(tmp_path, random_model())
+    for name in ("tokenizer.json", "chat_template.jinja", "tokenizer_config.json"):
+        os.mkfifo(folder / name)                          # opening one would wait forever
+    outcome = []
+    worker = threading.Thread(target=lambda: outcome.append(load_hf(folder)), daemon=True)
+    worker.start()
+    worker.join(20)
+    assert not worker.is_alive(), "load_hf blocked on a named pipe"
+    assert outcome[0][1] is None                          # no readable tokenizer: none
+    (folder / "config.json").unlink()
+    os.mkfifo(folder / "config.json")
+    with pytest.raises(FileNotFoundError, match="no config.json"):
+        load_hf(folder)

@@ -71,8 +71,10 @@ def test_suffix_after():
         suffix_after(PREFIX, PREFIX)
     with pytest.raises(ValueError, match="empty"):
         suffix_after(PROMPT, [])
-    with pytest.raises(ValueError, match="prompt_ids must be an integer"):
+    with pytest.raises(ValueError, match=r"prompt_ids\[0\] must be an integer"):
         suffix_after([1.5, 2], [1])
+    with pytest.raises(ValueError, match="prefix_ids must be a sequence of token ids"):
+        suffix_after(PROMPT, "12")                       # not the tokens 1 and 2
 
 
 def test_compare_reuse():
@@ -98,3 +100,49 @@ def test_compare_reuse_refuses_a_cache_of_another_length():
         compare_reuse(model, PREFIX, cache, PROMPT, 3)
     with pytest.raises(ValueError, match="max_new_tokens"):
         compare_reuse(model, PREFIX, prefix_cache(model), PROMPT, 0)
+
+
+def no_generation(monkeypatch):
+    """decode_steps replaced by one that fails the test: nothing may be generated."""
+    from toykv import prefix
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a generation ran before the arguments were checked")
+
+    monkeypatch.setattr(prefix, "decode_steps", refuse)
+
+
+def test_a_foreign_or_batched_prefix_cache_is_refused_before_any_generation(monkeypatch):
+    model, other = make_model("mha"), make_model("mha", seed=1)          # equal configs
+    foreign = prefix_cache(other)
+    batched = model.new_cache(batch=2)
+    model.forward(np.array([PREFIX, PREFIX]), batched)
+    no_generation(monkeypatch)
+    with pytest.raises(ValueError, match="belongs to another ToyTransformer"):
+        compare_reuse(model, PREFIX, foreign, PROMPT, 3)
+    with pytest.raises(ValueError, match="holds a batch of 2 sequences"):
+        compare_reuse(model, PREFIX, batched, PROMPT, 3)
+    assert len(foreign) == len(batched) == len(PREFIX)                 # left as they were
+
+
+MODEL, CACHE = "the model", "its prefix cache"           # stand-ins, filled in by the test
+
+
+@pytest.mark.parametrize("args, message", [
+    (("a config", PREFIX, CACHE, PROMPT, 3), "model must be a toykv.ToyTransformer"),
+    ((MODEL, PREFIX, CACHE, "12345", 3), "prompt_ids must be a sequence"),
+    ((MODEL, PREFIX, CACHE, 7, 3), "prompt_ids must be a sequence"),
+    ((MODEL, PREFIX, CACHE, [float(t) for t in PROMPT], 3), r"prompt_ids\[0\] must be an int"),
+    ((MODEL, PREFIX, CACHE, PREFIX + [64], 3), "outside"),              # vocab_size is 64
+    ((MODEL, PREFIX, CACHE, range(10**12), 3), "more than the 64 allowed"),
+    ((MODEL, PREFIX, CACHE, PROMPT, 2.0), "max_new_tokens"),
+    ((MODEL, PREFIX, "cache", PROMPT, 3), "KVCache of the 10 prefix tokens, got str"),
+    ((MODEL, PREFIX, "a config", PROMPT, 3), "10 prefix tokens, got ModelConfig"),
+])
+def test_bad_arguments_are_refused_before_any_generation(monkeypatch, args, message):
+    model = make_model("mha")
+    fill = {MODEL: model, CACHE: prefix_cache(model), "a config": model.config}
+    args = [fill.get(a, a) if isinstance(a, str) else a for a in args]
+    no_generation(monkeypatch)
+    with pytest.raises(ValueError, match=message):
+        compare_reuse(*args)

@@ -210,6 +210,39 @@ def test_measurements_reject_bad_arguments(call, name):
         call()
 
 
+@pytest.mark.parametrize("call, name", [
+    (lambda: rf.timed_runs(lambda: None, repeats=10**9), "repeats"),
+    (lambda: rf.timed_runs(lambda: None, warmup=10**9), "warmup"),
+    (lambda: rf.timed_runs("not a function"), "fn must be a function"),
+    (lambda: rf.measure_bandwidth(nbytes=2**10, repeats=10**12), "repeats"),
+    (lambda: rf.measure_matmul_peak(n=8, repeats=10**12), "repeats"),
+    (lambda: rf.this_machine(repeats=10**9), "repeats"),
+])
+def test_absurd_repeat_counts_are_refused_before_any_work(call, name, monkeypatch):
+    monkeypatch.setattr(rf.time, "perf_counter", lambda: pytest.fail("something was timed"))
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+def test_the_repeat_bound_is_said():
+    with pytest.raises(ValueError, match=r"repeats must be an integer in \[1, 1000\], got 1001"):
+        rf.timed_runs(lambda: None, repeats=rf.MAX_REPEATS + 1)
+
+
+@pytest.mark.parametrize("kwargs, name", [({"nbytes": 7}, "nbytes"), ({"nbytes": 2**60}, "nbytes"),
+                                          ({"nbytes": 1.0e9}, "nbytes"), ({"n": 0}, "n"),
+                                          ({"n": 10**7}, "measure_matmul_peak"),
+                                          ({"repeats": 0}, "repeats")])
+def test_this_machine_checks_every_argument_before_measuring(kwargs, name, monkeypatch):
+    def measured(**kw):
+        pytest.fail("this_machine measured before refusing its arguments")
+
+    monkeypatch.setattr(rf, "measure_matmul_peak", measured)
+    monkeypatch.setattr(rf, "measure_bandwidth", measured)
+    with pytest.raises(ValueError, match=name):
+        rf.this_machine(**kwargs)
+
+
 def test_this_machine_builds_a_hardware():
     chip = rf.this_machine(nbytes=2**20, n=64, repeats=1)
     assert isinstance(chip, Hardware)

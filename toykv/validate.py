@@ -5,6 +5,9 @@
 - A size or a rate (bytes per value, GB/s, seconds) is a finite real number: ints, floats
   and numpy numbers are accepted; bools, NaN and infinities are refused.
 - A choice is one of a fixed set of values.
+- Token ids are a sequence (a list or a 1-D integer array) of integers: never a str read
+  character by character, a lone int, or floats truncated to ints. Text is a str UTF-8 can
+  encode (no lone surrogates). A path is a str or a pathlib.Path.
 - An allocation larger than the machine's memory is refused before it is attempted, so an
   absurd size (a cache for 10**8 positions, a 100 GB measurement buffer) fails at once with
   a message instead of swapping, being killed, or raising a bare MemoryError later.
@@ -20,6 +23,7 @@ import math
 import numbers
 import os
 from fractions import Fraction
+from pathlib import Path
 
 
 def count(name: str, value, minimum: int = 0, maximum: int | None = None) -> int:
@@ -85,6 +89,73 @@ def flag(name: str, value) -> bool:
     return value
 
 
+def token_ids(name: str, ids, vocab_size: int | None = None,
+              max_len: int | None = None) -> list[int]:
+    """A 1-D sequence of token ids (a list, tuple, range or integer array) as a list of ints,
+    each in [0, vocab_size) if given, at most max_len of them if given. A str ("123"), a lone
+    int, a set (no order), an iterator (no length), floats (1.7, even 2.0) and bools are
+    refused: an id is never read from a character or truncated from a float."""
+    if isinstance(ids, (str, bytes, bytearray, dict, set, frozenset)) or \
+            not hasattr(ids, "__iter__") or not hasattr(ids, "__len__"):
+        raise ValueError(f"{name} must be a sequence of token ids (a list or a 1-D integer "
+                         f"array), got {type(ids).__name__} {_short(ids)}")
+    if hasattr(ids, "ndim") and hasattr(ids, "dtype"):              # a numpy array
+        if ids.ndim != 1 or ids.dtype.kind not in "iu":
+            raise ValueError(f"{name} must be a 1-D array of integers, got shape "
+                             f"{tuple(ids.shape)} and dtype {ids.dtype}")
+    try:
+        length = len(ids)
+    except (OverflowError, TypeError):                           # e.g. range(10**20)
+        length = None
+    if length is None:
+        raise ValueError(f"{name} is a sequence too long to have a length: {_short(ids)}")
+    if max_len is not None and length > max_len:
+        raise ValueError(f"{name} holds {length} token ids, more than the {max_len} allowed")
+    top = None if vocab_size is None else vocab_size - 1
+    out = []
+    for i, value in enumerate(ids):
+        if type(value) is not int:                                  # fast path: a plain int
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+                raise ValueError(f"{name}[{i}] must be an integer token id, got {_short(value)} "
+                                 f"({type(value).__name__})")
+            value = int(value)
+        if value < 0 or (top is not None and value > top):
+            where = "" if top is None else f", outside [0, {vocab_size})"
+            raise ValueError(f"{name}[{i}] is token id {_short(value)}{where}")
+        out.append(value)
+    return out
+
+
+def text(name: str, value) -> str:
+    """A str that UTF-8 can encode: a lone surrogate ('\\ud800', from a bad decode or a JSON
+    escape) is refused with its position, as no tokenizer can split it into bytes."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a str, got {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise ValueError(f"{name} holds a lone surrogate {value[err.start]!r} at index "
+                         f"{err.start}, which is not text (UTF-8 cannot encode it)") from None
+    return value
+
+
+def file_path(name: str, value) -> Path:
+    """A path given as a str or os.PathLike (pathlib.Path), as a Path; anything else refused."""
+    if not isinstance(value, (str, os.PathLike)):
+        raise ValueError(f"{name} must be a path (a str or pathlib.Path), got "
+                         f"{type(value).__name__} {_short(value)}")
+    return Path(value)
+
+
+def _short(value, limit: int = 60) -> str:
+    """repr(value), cut to `limit` characters (a huge number or list stays readable)."""
+    try:
+        shown = repr(value)
+    except Exception:                                   # a repr that fails: say the type only
+        return f"<{type(value).__name__}>"
+    return shown if len(shown) <= limit else shown[:limit - 3] + "..."
+
+
 @functools.cache
 def machine_memory_bytes() -> int | None:
     """Physical memory of this machine in bytes, or None where the OS does not say."""
@@ -105,4 +176,4 @@ def fits_in_memory(what: str, nbytes: int, hint: str = "") -> int:
 
 
 __all__ = ["count", "optional_count", "number", "exact_number", "choice", "flag",
-           "machine_memory_bytes", "fits_in_memory"]
+           "machine_memory_bytes", "fits_in_memory", "token_ids", "text", "file_path"]

@@ -2,14 +2,32 @@
 
 A check never prints the expected answer. It recognises the typical wrong answers an
 exercise invites (each with its own hint) and says "not answered yet" for None, so a
-student copy runs top to bottom before anything is filled in.
+student copy runs top to bottom before anything is filled in. Any other input, however odd
+(a string, 10**400, a complex number, NaN, a nested list), gets a verdict and a line saying
+what kind of answer is wanted: never a traceback.
+
+One rule for numbers, in every chapter:
+- an answer is first made plain: numpy scalars and 0-d arrays become Python numbers, lists,
+  tuples and 1-d arrays become tuples, so np.int64(7), 7.0 and 7 are the same answer;
+- a count (an int expected with no tolerance) is right only when equal; an integral float
+  such as 4561920.0 counts as the int, a fractional one as no count at all;
+- a quantity (a tolerance rel > 0) is right within rel of the value, or when the value
+  rounded to the significant digits the answer gives (at least two) is the answer: 4.5 for
+  4.457, 3.6 for 3.561, 2.11e9 for 2,113,929,216. Typical wrong answers match the same way.
 """
 from __future__ import annotations
 
 import math
 import numbers
+import reprlib
+from fractions import Fraction
 
 NOT_ANSWERED = ("Not answered yet: replace None with your answer and run the cell again.")
+MIN_DIGITS = 2               # a rounded answer gives at least this many significant digits
+
+_shown = reprlib.Repr()
+_shown.maxlong = _shown.maxstring = _shown.maxother = 40
+_shown.maxlist = _shown.maxtuple = 6
 
 
 class Verdict:
@@ -34,48 +52,173 @@ def _say(right: bool, message: str) -> Verdict:
     return Verdict(right, message)
 
 
-def _plain(value):
-    """A numpy scalar, 0-d or 1-d array as the Python number or list it holds."""
-    if hasattr(value, "tolist") and getattr(value, "ndim", 2) <= 1:
-        return value.tolist()
+# -- making an answer plain -----------------------------------------------------------------
+def plain(value):
+    """value with numpy taken out: scalars and 0-d arrays as Python numbers, arrays, lists and
+    tuples as tuples (element by element). Anything else is returned as it is."""
+    if hasattr(value, "ndim") and hasattr(value, "tolist"):        # numpy array or scalar
+        try:
+            value = value.tolist()
+        except Exception:                                          # noqa: BLE001 (odd arrays)
+            return value
+    if isinstance(value, (list, tuple)):
+        return tuple(plain(v) for v in value)
     return value
 
 
-def _close(a, b, rel: float) -> bool:
-    """a and b equal, or within a relative tolerance rel of b (numbers or tuples of them)."""
-    a, b = _plain(a), _plain(b)
-    if isinstance(b, (tuple, list)):
-        return (isinstance(a, (tuple, list)) and len(a) == len(b)
-                and all(_close(x, y, rel) for x, y in zip(a, b)))
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(b, numbers.Number):
-        if isinstance(a, bool) or not isinstance(a, numbers.Number):
-            return False
-        if rel == 0:
-            return a == b
-        return math.isclose(a, b, rel_tol=rel, abs_tol=0.0)
+def is_real(value) -> bool:
+    """A finite real number (not a bool, not complex, not NaN or infinite)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
     try:
-        return bool(a == b)
-    except (TypeError, ValueError):   # e.g. a 2-d array against a number: not equal
+        return math.isfinite(value)
+    except OverflowError:                                          # an int past float's range
+        return True
+
+
+def whole(value) -> int | None:
+    """The int a whole number stands for (7, 7.0, np.int64(7)), else None (7.5, '7', True)."""
+    value = plain(value)
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if is_real(value) and float(value).is_integer():
+        return int(value)
+    return None
+
+
+def describe(value) -> str:
+    """A short description of an answer, for a message (never more than a few words)."""
+    if isinstance(value, str):
+        return f"the text {_shown.repr(value)} (give the value itself, without quotes)"
+    if isinstance(value, bool):
+        return f"{value}, a bool"
+    if isinstance(value, numbers.Complex) and not isinstance(value, numbers.Real):
+        return "a complex number"
+    if isinstance(value, numbers.Real) and not is_real(value):
+        return f"{value}"                                          # nan, inf
+    if isinstance(value, tuple):
+        return f"a list of {len(value)} value{'s' if len(value) != 1 else ''}"
+    if is_real(value):
+        return _shown.repr(value)
+    if callable(value):
+        return f"a function ({type(value).__name__})"
+    return f"a {type(value).__name__}"
+
+
+# -- comparing ------------------------------------------------------------------------------
+def _rels(rel, n: int) -> tuple:
+    """rel for each of n elements: one tolerance for all, or one each."""
+    return tuple(rel) if isinstance(rel, (tuple, list)) else (rel,) * n
+
+
+def _needs_whole(expected, rel) -> bool:
+    return isinstance(expected, numbers.Integral) and not isinstance(expected, bool) and rel == 0
+
+
+def _form(answer, expected, rel, what: str) -> str | None:
+    """What is wrong with the answer's form (not its value), or None when it has the form."""
+    if isinstance(expected, str):                                  # a verdict word: no form
+        return None
+    if isinstance(expected, tuple):
+        if not isinstance(answer, tuple) or len(answer) != len(expected):
+            return f"give {what or f'{len(expected)} values'}, got {describe(answer)}."
+        for a, e, r in zip(answer, expected, _rels(rel, len(expected))):
+            if _form(a, e, r, what) is not None:
+                return f"give {what or f'{len(expected)} numbers'}; one of yours is {describe(a)}."
+        return None
+    if _needs_whole(expected, rel):
+        if whole(answer) is None:
+            return f"give {what or 'a whole number'}, got {describe(answer)}."
+        return None
+    if not is_real(answer):
+        return f"give {what or 'a number'}, got {describe(answer)}."
+    return None
+
+
+def _close(a, b, rel) -> bool:
+    """a equal to b, or within relative tolerance rel of b (numbers, or tuples of them)."""
+    a, b = plain(a), plain(b)
+    if isinstance(b, tuple):
+        return (isinstance(a, tuple) and len(a) == len(b)
+                and all(_close(x, y, r) for x, y, r in zip(a, b, _rels(rel, len(b)))))
+    if isinstance(b, str) or isinstance(a, str):
+        return a == b
+    if not (is_real(a) and is_real(b)):
+        return False
+    a, b = Fraction(a), Fraction(b)                              # exact, for 10**400 too
+    return a == b if rel == 0 else abs(a - b) <= Fraction(rel) * abs(b)
+
+
+def significant_digits(value) -> int:
+    """Significant digits a number is written with: 4.5 -> 2, 3.367 -> 4, 2.11e9 -> 3,
+    7.0 and 7 -> 1 (trailing zeros of a whole number do not count)."""
+    text = repr(float(value)).lower().lstrip("-")
+    mantissa = text.split("e")[0]
+    digits = mantissa.replace(".", "").lstrip("0")
+    if float(value).is_integer():
+        digits = digits.rstrip("0")
+    return max(len(digits), 1)
+
+
+def _rounds_to(a, b, rel) -> bool:
+    """For a quantity (rel > 0): b rounded to a's significant digits (at least MIN_DIGITS)
+    is a. Tuples element by element (an element that is a count must be equal)."""
+    a, b = plain(a), plain(b)
+    if isinstance(b, tuple):
+        return (isinstance(a, tuple) and len(a) == len(b) and
+                all(_rounds_to(x, y, r) for x, y, r in zip(a, b, _rels(rel, len(b)))))
+    if rel == 0 or not (is_real(a) and is_real(b)):
+        return _close(a, b, rel)
+    try:
+        digits = max(MIN_DIGITS, significant_digits(a))
+        return f"{float(a):.{digits - 1}e}" == f"{float(b):.{digits - 1}e}"
+    except OverflowError:                                        # beyond float: not rounded
         return False
 
 
-def answer_check(answer, expected, hints=(), rel: float = 0.0, right: str = "",
-                 wrong: str = "") -> Verdict:
-    """Compare answer with expected (within relative tolerance rel for numbers).
+def answer_check(answer, expected, hints=(), rel=0.0, right: str = "", wrong: str = "",
+                 also=(), what: str = "") -> Verdict:
+    """Compare answer with expected by the rule above (rel: one relative tolerance, or one
+    per element of a tuple; 0 for a count).
 
     hints: (typical wrong answer, hint) pairs, tried in order when the answer is wrong.
+    also: other values that are right too (e.g. the by-hand estimate a solution shows).
     right / wrong: what to add after "Right." / the generic "Not right yet." message.
+    what: the answer wanted, for a message about its form ("a whole number of bytes").
     """
     if answer is None or answer is Ellipsis:
         return _say(False, NOT_ANSWERED)
-    if _close(answer, expected, rel):
-        return _say(True, "Right." + (f" {right}" if right else ""))
-    for value, hint in hints:
-        if _close(answer, value, rel):
-            return _say(False, f"Not right yet. Hint: {hint}")
+    answer = plain(answer)
+    problem = _form(answer, plain(expected), rel, what)
+    if problem is not None:
+        return _say(False, f"Not right yet: {problem}")
+    for matches in (_close, _rounds_to):            # exact or within rel first, then rounded
+        if any(matches(answer, value, rel) for value in (expected, *also)):
+            return _say(True, "Right." + (f" {right}" if right else ""))
+        for value, hint in hints:
+            if matches(answer, value, rel):
+                return _say(False, f"Not right yet. Hint: {hint}")
+    scale = _scale_hint(answer, plain(expected))
+    if scale:
+        return _say(False, f"Not right yet. Hint: {scale}")
     return _say(False, "Not right yet." + (f" {wrong}" if wrong else ""))
+
+
+def _scale_hint(answer, expected) -> str:
+    """For a number off by more than a factor of 100 (10**400, or a unit slip no hint
+    names): say so, without saying the value."""
+    if not (is_real(answer) and is_real(expected)) or expected == 0:
+        return ""
+    if answer == 0:
+        return "the answer is not zero: check the factors."
+    if (answer < 0) != (expected < 0):
+        return "the answer has the other sign: check the signs and the factors."
+    ratio = abs(Fraction(answer) / Fraction(expected))
+    if ratio > 100 or ratio < Fraction(1, 100):
+        side = "larger" if ratio > 1 else "smaller"
+        return (f"yours is more than 100 times {side} than the answer: check the units "
+                "(bytes, GB, GiB; seconds, ms) and the factors.")
+    return ""
 
 
 def expect_type(answer, kinds, what: str) -> Verdict | None:
@@ -85,4 +228,5 @@ def expect_type(answer, kinds, what: str) -> Verdict | None:
     return _say(False, f"Not right yet: {what}, got a {type(answer).__name__}.")
 
 
-__all__ = ["Verdict", "answer_check", "expect_type", "NOT_ANSWERED"]
+__all__ = ["Verdict", "answer_check", "expect_type", "NOT_ANSWERED", "plain", "whole",
+           "is_real", "describe", "significant_digits"]

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..config import recap_toy
 from ..model import ToyTransformer, apply_rope
-from ._core import _say, answer_check, expect_type
+from ._core import _say, answer_check, describe, plain, whole
 
 RTOL, ATOL = 1e-4, 1e-5        # float32 rounding between two correct implementations
 
@@ -35,15 +35,22 @@ def _layer0(model, h):
 
 
 # -- exercise 1: a KV cache for one attention layer --------------------------------------
-def _wrong_step(model, h_new, position, cache, rope_at_zero=False, past=True):
-    """A reference decode step with one typical mistake (for the hints only). [1, D]"""
+EX1_PROMPT = dict(n=12, seed=7)     # the check's own prompt: not the chapter's 10 tokens
+
+
+def _wrong_step(model, h_new, position, cache, q_at=None, k_at=None, past=True):
+    """A reference decode step with one typical mistake (for the hints only): the query or
+    the key rotated at position q_at / k_at instead of its own, or no past. [1, D]"""
     c, layer = model.config, model.layers[0]
     H, hd = c.n_heads, c.head_dim
-    at = [0 if rope_at_zero else position]
-    cos, sin = model.cos[at], model.sin[at]                           # [1, hd]
+
+    def rotated(x, at):                                                  # [H, 1, hd]
+        at = [position if at is None else at]
+        return apply_rope(x, model.cos[at], model.sin[at])
+
     q, k, v = ((h_new @ layer[w]).reshape(1, H, hd).transpose(1, 0, 2)  # [H, 1, hd]
                for w in ("wq", "wk", "wv"))
-    q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    q, k = rotated(q, q_at), rotated(k, k_at)
     cache["k"] = np.concatenate([cache["k"], k], axis=1)
     cache["v"] = np.concatenate([cache["v"], v], axis=1)
     keys, values = (cache["k"], cache["v"]) if past else (k, v)
@@ -51,6 +58,14 @@ def _wrong_step(model, h_new, position, cache, rope_at_zero=False, past=True):
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     weights /= weights.sum(axis=-1, keepdims=True)
     return (weights @ values).transpose(1, 0, 2).reshape(1, H * hd) @ layer["wo"]
+
+
+MISTAKES = {                 # outcome -> the mistake, as _wrong_step's arguments
+    "rope at 0": dict(q_at=0, k_at=0),
+    "key at 0": dict(k_at=0),
+    "query at 0": dict(q_at=0),
+    "no past": dict(past=False),
+}
 
 
 def _run_steps(step, model, h):
@@ -61,74 +76,108 @@ def _run_steps(step, model, h):
     return rows, cache
 
 
+def _held(cache) -> tuple:
+    """Positions the student's cache holds afterwards (its axis 1), or () if unreadable."""
+    try:
+        return np.shape(cache["k"])[1:2]
+    except (KeyError, TypeError, ValueError, IndexError):
+        return ()
+
+
 def ch1_ex1(answer):
-    """answer: your attention_step(h_new, position, cache) function."""
+    """answer: your attention_step(h_new, position, cache) function. The check runs it on a
+    prompt of its own (12 tokens), from an empty cache, and compares with toykv's layer 0."""
     if answer is None or answer is Ellipsis:
         return answer_check(answer, "right")
     if not callable(answer):
-        return expect_type(answer, (), "answer should be your attention_step function")
+        return _say(False, "Not right yet: answer should be your attention_step function "
+                           f"itself (answer = attention_step), got {describe(plain(answer))}.")
     model = chapter_model()
-    h = attention_input(model, chapter_tokens(12, seed=7))           # a prompt of its own
+    n = EX1_PROMPT["n"]
+    h = attention_input(model, chapter_tokens(**EX1_PROMPT))
     D = model.config.d_model
     try:
         rows, cache = _run_steps(answer, model, h)
     except Exception as err:                                        # the student's code failed
-        return _say(False, f"Not right yet: attention_step raised {type(err).__name__}: {err}")
-    if any(row.shape != (1, D) for row in rows):
-        shapes = sorted({str(row.shape) for row in rows})
+        return _say(False, f"Not right yet: on the check's own {n}-token prompt, "
+                           f"attention_step raised {type(err).__name__}: {err}")
+    if any(row.shape != (1, D) or row.dtype.kind not in "fiu" for row in rows):
+        shapes = sorted({f"shape {row.shape} ({row.dtype})" for row in rows})
         return _say(False, f"Not right yet: attention_step should return one row of d_model "
-                           f"values, shape (1, {D}); it returned shapes {', '.join(shapes)}.")
+                           f"float values, shape (1, {D}); it returned {', '.join(shapes)}.")
     ours = np.concatenate(rows)
 
     def same(reference):
         return np.allclose(ours, reference, rtol=RTOL, atol=ATOL)
 
-    held = np.shape(cache.get("k"))[1:2] if isinstance(cache, dict) else ()
+    def with_mistake(changes):
+        return np.concatenate(_run_steps(lambda *a: _wrong_step(model, *a, **changes),
+                                         model, h)[0])
+
     if same(_layer0(model, h)):
-        outcome = "right" if held == (len(h),) else "not appended"
-    elif same(np.concatenate(_run_steps(lambda *a: _wrong_step(model, *a, rope_at_zero=True),
-                                        model, h)[0])):
-        outcome = "rope at 0"
-    elif same(np.concatenate(_run_steps(lambda *a: _wrong_step(model, *a, past=False),
-                                        model, h)[0])):
-        outcome = "no past"
+        outcome = "right" if _held(cache) == (n,) else "not appended"
     else:
-        outcome = "other"
+        outcome = next((name for name, changes in MISTAKES.items()
+                        if same(with_mistake(changes))), "other")
     return answer_check(outcome, "right", hints=[
         ("rope at 0", "the new query and key must be rotated by the angle of their real "
                       "position (model.cos[[position]], model.sin[[position]]), not of position 0: "
                       "the cached keys keep their own positions."),
+        ("key at 0", "the new key is rotated as if it sat at position 0 (chapter 3's RoPE "
+                     "offset bug): rotate it by the angle of its real position, "
+                     "model.cos[[position]], as the query is; it is cached that way for good."),
+        ("query at 0", "the new query is rotated as if it sat at position 0: rotate it by the "
+                       "angle of its real position, model.cos[[position]], as the key is."),
         ("no past", "the new query must attend over every cached key and value plus its own, "
                     "not over its own alone: append to the cache, then attend over all of it."),
         ("not appended", "the outputs are right, but the cache does not hold one key per "
                          "position afterwards: append the new k and v to cache['k'] and "
                          "cache['v'] (axis 1) inside attention_step."),
-    ], wrong="Compare your outputs row by row with the full computation `ours`: the first row "
+    ], wrong=f"The check ran your function on a {n}-token prompt of its own, not the "
+             "chapter's; compare your rows with `ours` on the chapter's prompt: the first row "
              "that differs tells you which step goes wrong.")
 
 
 # -- exercise 2: which rows change without the mask -----------------------------------------
+def _positions(answer) -> list[int] | str:
+    """The positions an answer names, in order (a list, tuple, set or 1-d array of whole
+    numbers; 3.0 counts as 3), or a message saying what is wrong with it."""
+    items = tuple(answer) if isinstance(answer, (set, frozenset)) else plain(answer)
+    if not isinstance(items, tuple):
+        return f"give a list of query positions, e.g. [0, 3], got {describe(items)}."
+    rows = [whole(i) for i in items]
+    if None in rows:
+        bad = items[rows.index(None)]
+        return f"positions are whole numbers (0, 1, 2, ...), one of yours is {describe(bad)}."
+    if len(set(rows)) != len(rows):
+        return "give each position once."
+    return sorted(rows)
+
+
 def ch1_ex2(answer):
     """answer: the query positions whose output changes when the causal mask is dropped."""
     if answer is None or answer is Ellipsis:
         return answer_check(answer, [])
-    try:
-        rows = sorted(int(i) for i in np.asarray(answer).ravel())
-    except (TypeError, ValueError):
-        return _say(False, "Not right yet: give a list of query positions, e.g. [0, 3].")
+    rows = _positions(answer)
+    if isinstance(rows, str):
+        return _say(False, f"Not right yet: {rows}")
     model = chapter_model()
     S = len(chapter_tokens())
     positions = np.arange(S)
     allowed = model.mask(positions, positions, 0)                  # [S, S] causal
     expected = [i for i in range(S) if not allowed[i].all()]       # rows that had keys hidden
-    return answer_check(rows, expected, hints=[
-        ([S - 1], "it is the other way round: which query positions had keys hidden from them "
-                  "by the mask?"),
-        (list(range(S)), "the last position could already see every key, so dropping the mask "
-                         "changes nothing for it."),
-        (list(range(1, S)), "positions count from 0: position 0 also had keys hidden from it."),
-        (list(range(S - 2)), "positions count from 0 to S - 1: which is the only one that "
-                             "already saw every key?"),
+    typical = {"reversed": [S - 1], "all": list(range(S)), "from 1": list(range(1, S)),
+               "one short": list(range(S - 2))}
+    outcome = "right" if rows == expected else \
+        next((name for name, wrong in typical.items() if rows == wrong), "other")
+    return answer_check(outcome, "right", hints=[
+        ("reversed", "it is the other way round: which query positions had keys hidden from "
+                     "them by the mask?"),
+        ("all", "the last position could already see every key, so dropping the mask "
+                "changes nothing for it."),
+        ("from 1", "positions count from 0: position 0 also had keys hidden from it."),
+        ("one short", "positions count from 0 to S - 1: which is the only one that already "
+                      "saw every key?"),
     ])
 
 
@@ -155,9 +204,15 @@ def ch1_ex4(answer):
     h = attention_input(model, chapter_tokens())
     expected = _layer0(model, h)
     try:
-        ours = np.asarray(answer, dtype=np.float64)
-    except (TypeError, ValueError):
-        return _say(False, "Not right yet: give the attention output as an array.")
+        ours = np.asarray(answer)
+    except (TypeError, ValueError):                                  # ragged nested lists
+        ours = None
+    if ours is None or ours.dtype.kind not in "fiu":                 # not complex, str, object
+        got = describe(answer) if ours is None or ours.dtype.kind == "O" or ours.ndim == 0 \
+            else f"an array of {ours.dtype}"
+        return _say(False, f"Not right yet: give the attention output as an array of real "
+                           f"numbers, got {got}.")
+    ours = ours.astype(np.float64)
     if ours.shape != expected.shape:
         return _say(False, f"Not right yet: expected an array of shape {expected.shape} "
                            f"(positions, d_model), got {ours.shape}.")

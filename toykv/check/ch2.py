@@ -37,7 +37,7 @@ def ch2_ex1(answer):
         (expected - 1, "off by one: at that n the ratio (n + 1) / 2 is still below 100."),
         (100, "the ratio is (n + 1) / 2, not n: solve (n + 1) / 2 >= 100."),
         (200, "the ratio is (n + 1) / 2: n = 200 works, but is it the smallest?"),
-    ])
+    ], what="a whole number of steps n")
 
 
 def _doubles_at(cost, start: int) -> int:
@@ -58,7 +58,8 @@ def ch2_ex2(answer):
                               "little before the sequence doubles: search for it."),
         ((cached - start, uncached - start), "give contexts (tokens in the sequence), not the "
                                              "number of tokens added to 33."),
-    ], wrong="Give a pair (cached, uncached) of contexts.")
+    ], wrong="Give a pair (cached, uncached) of contexts.",
+       what="a pair (cached, uncached) of contexts, whole numbers of tokens")
 
 
 def _llama8():
@@ -85,7 +86,7 @@ def ch2_ex3(answer):
         (weights + attention / 2, "count 2 FLOPs per multiply-add."),
         (2 * model.total_params + attention, "the input embedding is a table lookup, not a "
                                              "matrix product: leave its 0.53B weights out."),
-    ])
+    ], what="a number of FLOPs")
 
 
 def ch2_ex4(answer):
@@ -99,7 +100,8 @@ def ch2_ex4(answer):
         (heads_removed, "that is the fraction of KV heads removed; the question asks for the "
                         "fraction of FLOPs saved."),
         (tuple(100 * x for x in saved), "give fractions (0.05), not percentages (5)."),
-    ])
+        ((saved[1], saved[0]), "the pair is (GQA with 2 KV heads, MQA with 1)."),
+    ], what="a pair (GQA, MQA) of fractions")
 
 
 @functools.lru_cache(maxsize=None)
@@ -123,7 +125,7 @@ def ch2_ex5(answer):
         ((4, 2), "those are the growths without the attention terms; the S^2 and S terms of "
                  "attention add to them."),
         ((expected[1], expected[0]), "the pair is (without a cache, with a cache)."),
-    ])
+    ], what="a pair (without a cache, with a cache) of growth factors")
 
 
 __all__ = ["ch2_ex1", "ch2_ex2", "ch2_ex3", "ch2_ex4", "ch2_ex5"]

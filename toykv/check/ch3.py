@@ -5,6 +5,8 @@ The checks rebuild the chapter's exact model and prompt (the source toy, seed 0,
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import flops
@@ -43,14 +45,20 @@ def _unchanged(model, a, b):
     return np.array(rows)
 
 
-def ch3_ex2(answer):
-    """answer: (positions whose K and V are unchanged in every layer, unchanged
-    (position, layer, K or V) entries in total) for the edit at position 5 of 12 tokens."""
+@functools.cache
+def _ex2_expected() -> tuple[int, int]:
+    """(positions unchanged in every layer, unchanged entries), measured on toykv's cache."""
     model = ToyTransformer(source_toy(), seed=0, exact=True)
     seq = chapter_sequence()
     same = _unchanged(model, seq, edited(seq, EDIT))
-    expected = (int(same.all(axis=0).sum()), int(same.sum()))
-    L, n, j = model.config.n_layers, len(seq), EDIT
+    return int(same.all(axis=0).sum()), int(same.sum())
+
+
+def ch3_ex2(answer):
+    """answer: (positions whose K and V are unchanged in every layer, unchanged
+    (position, layer, K or V) entries in total) for the edit at position 5 of 12 tokens."""
+    expected = _ex2_expected()
+    L, n, j = source_toy().n_layers, SEQ_LEN, EDIT
     return answer_check(answer, expected, hints=[
         ((j, 2 * L * j), "in layer 0 the keys and values after the edit see only their own "
                          "token: there only position j changes."),
@@ -59,19 +67,27 @@ def ch3_ex2(answer):
         ((j, expected[1] // 2), "count K and V: each (position, layer) holds two entries."),
         ((j + 1, expected[1]), "positions count from 0: positions 0..j-1 are j positions."),
         ((j - 1, expected[1]), "positions count from 0: positions 0..j-1 are j positions."),
-    ], wrong="Give a pair (positions, entries).")
+        ((expected[1], expected[0]), "the pair is (positions, entries)."),
+    ], wrong="Give a pair (positions, entries).", what="a pair (positions, entries) of whole "
+                                                        "numbers")
+
+
+@functools.cache
+def _ex3_expected() -> int:
+    """FLOPs toykv counts for the edited sequence's positions 5.. after 5 cached ones."""
+    model = ToyTransformer(source_toy(), seed=0, exact=True)
+    cache = model.new_cache()
+    model.forward(edited(chapter_sequence(), EDIT)[:EDIT], cache)    # the reusable prefix
+    start = model.flops
+    model.forward(edited(chapter_sequence(), EDIT)[EDIT:], cache)    # counted by toykv
+    return model.flops - start
 
 
 def ch3_ex3(answer):
     """answer: matmul FLOPs of computing the edited sequence from position 5 on, with the
     cached positions 0..4 reused."""
     config = source_toy()
-    model = ToyTransformer(config, seed=0, exact=True)
-    cache = model.new_cache()
-    model.forward(edited(chapter_sequence(), EDIT)[:EDIT], cache)    # the reusable prefix
-    start = model.flops
-    model.forward(edited(chapter_sequence(), EDIT)[EDIT:], cache)    # counted by toykv
-    expected = model.flops - start
+    expected = _ex3_expected()
     new = SEQ_LEN - EDIT
     return answer_check(answer, expected, hints=[
         (flops.full_pass_flops(config, new), "the 7 new queries also score the 5 cached keys: "
@@ -81,7 +97,7 @@ def ch3_ex3(answer):
                                                  "question asks for the reuse."),
         (flops.full_pass_flops(config, SEQ_LEN) - expected,
          "that is what reuse saved; the question asks what it cost."),
-    ])
+    ], what="a whole number of FLOPs")
 
 
 __all__ = ["ch3_ex2", "ch3_ex3", "chapter_sequence", "edited"]

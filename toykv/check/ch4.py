@@ -27,7 +27,7 @@ def ch4_ex1(answer):
                         "bf16 value."),
         (2 * expected, "bf16 takes 2 bytes per value, not 4."),
         (expected / 1024, "give bytes, not KiB."),
-    ])
+    ], what="a whole number of bytes")
 
 
 def _fits(gpu_bytes: int, context: int = 32_768) -> tuple[int, int]:
@@ -50,7 +50,8 @@ def ch4_ex2(answer):
                          "use 80 x 2^30 bytes."),
         (no_weights, "the weights (16.06 GB in bf16) take their share of the memory first."),
         ((expected[1], expected[0]), "the pair is (bf16 cache, fp8 cache)."),
-    ], wrong="Give a pair (bf16, fp8) of whole sequences.")
+    ], wrong="Give a pair (bf16, fp8) of whole sequences.",
+       what="a pair (bf16, fp8) of whole numbers of sequences")
 
 
 def ch4_ex3(answer):
@@ -63,7 +64,7 @@ def ch4_ex3(answer):
         (1 / expected, "give how many times smaller: the bytes without the window divided by "
                        "the bytes with it."),
         (1, "the window keeps only the last 4,096 tokens in every layer."),
-    ])
+    ], what="a factor (a number)")
 
 
 def _gemma2(**changes):
@@ -79,7 +80,8 @@ def ch4_ex4(answer):
     c = _gemma2()
     expected = sized(c)
     naive = sized(_gemma2(head_dim=c.d_model // c.n_heads))
-    return answer_check(answer, expected, hints=[
+    # (a) is a count of bytes; (b) may be given rounded, as "2.11 GB" = 2.11e9 bytes
+    return answer_check(answer, expected, rel=(0, 1e-3), hints=[
         (naive, "head_dim is given in config.json (256); hidden_size / num_attention_heads "
                 "(224) is not the head size for this model."),
         ((expected[0], expected[0] * 8192), "half the layers slide over 4,096 tokens: for an "
@@ -90,7 +92,8 @@ def ch4_ex4(answer):
                                                "per bf16 value."),
         ((expected[0], expected[1] / GB), "give bytes, not GB."),
         ((expected[0], expected[1] / GiB), "give bytes, not GiB."),
-    ], wrong="Give a pair (bytes per token, bytes of the sequence).")
+    ], wrong="Give a pair (bytes per token, bytes of the sequence).",
+       what="a pair (bytes per token, bytes of the sequence)")
 
 
 SMOLLM2_CONFIG = {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,
@@ -111,7 +114,7 @@ def ch4_ex5(answer):
                    "keeps one."),
         (with_query, "multi-query attention keeps one KV head, not one per query head."),
         (expected // 2, "count both K and V (the factor 2) and 2 bytes per bf16 value."),
-    ])
+    ], what="a whole number of bytes")
 
 
 __all__ = ["ch4_ex1", "ch4_ex2", "ch4_ex3", "ch4_ex4", "ch4_ex5"]

@@ -4,14 +4,13 @@ Expected values are computed here with toykv, so the check and the chapter canno
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import replace
 
 from ..config import ModelConfig
 from ..flops import cached_step_flops
 from ..sizing import kv_bytes_per_token, kv_cache_bytes
 from ..zoo import get
-from ._core import answer_check, expect_type
+from ._core import answer_check
 
 
 def _ex1_config():
@@ -22,9 +21,6 @@ def _ex1_config():
 
 def ch7_ex1(answer):
     """Bytes one token adds to an int8 cache with float32 scales (32 layers, 4 KV heads of 128)."""
-    bad = expect_type(answer, numbers.Real, "a number of bytes")
-    if bad is not None:
-        return bad
     c = _ex1_config()
     int8 = lambda config: kv_cache_bytes(config, 1, bytes_per_value=1, scale_bytes=4)
     one_scale = kv_cache_bytes(c, 1, bytes_per_value=1) + c.n_layers * 2 * 4
@@ -38,14 +34,12 @@ def ch7_ex1(answer):
          "that is 2 bytes per value (bf16) without scales; int8 stores 1 byte per value."),
         (one_scale, "the scales are per KV head: 2 x 4 of them per layer, not 2."),
     ]
-    return answer_check(answer, int8(c), hints)
+    return answer_check(answer, int8(c), hints,
+                        what="a whole number of bytes")
 
 
 def ch7_ex2(answer):
     """How many times smaller Kimi K2's MLA cache is than MHA with its 64 heads of 128."""
-    bad = expect_type(answer, numbers.Real, "a ratio (a number)")
-    if bad is not None:
-        return bad
 
     def mha_over_mla(config):
         mha = replace(config, attention=None, n_kv_heads=config.n_heads, kv_lora_rank=None,
@@ -62,14 +56,12 @@ def ch7_ex2(answer):
         (2 * k2.n_heads * k2.head_dim / k2.kv_lora_rank,
          "the MLA cache also holds the 64-value rotary key beside the 512-value latent."),
     ]
-    return answer_check(answer, expected, hints, rel=0.005)
+    return answer_check(answer, expected, hints, rel=0.005,
+                        what="a ratio (a number)")
 
 
 def ch7_ex3(answer):
     """Smallest context at which Gemma 3 27B's global layers hold more cache than its local ones."""
-    bad = expect_type(answer, numbers.Integral, "a whole number of tokens")
-    if bad is not None:
-        return bad
     c = get("gemma-3-27b").config
     n_global, n_local = c.layer_kinds.count("full"), c.layer_kinds.count("sliding")
     w = c.sliding_window
@@ -83,14 +75,12 @@ def ch7_ex3(answer):
         (w, "the window is where the local layers stop growing, not where the global ones pass "
             "them."),
     ]
-    return answer_check(answer, expected, hints)
+    return answer_check(answer, expected, hints,
+                        what="a whole number of tokens")
 
 
 def ch7_ex4(answer):
     """DeepSeek-V2: FLOPs per extra cached position, expanded over absorbed (toykv.flops)."""
-    bad = expect_type(answer, numbers.Real, "a ratio (a number)")
-    if bad is not None:
-        return bad
     c = get("deepseek-v2").config
     per_position = {absorb: cached_step_flops(c, 1001, absorb) - cached_step_flops(c, 1000, absorb)
                     for absorb in (False, True)}
@@ -100,7 +90,8 @@ def ch7_ex4(answer):
                      "(use the difference of flops.cached_step_flops at two contexts)."),
         (1 / expected, "that is absorbed / expanded; the question asks expanded / absorbed."),
     ]
-    return answer_check(answer, expected, hints, rel=0.01)
+    return answer_check(answer, expected, hints, rel=0.01,
+                        what="a ratio (a number)")
 
 
 __all__ = ["ch7_ex1", "ch7_ex2", "ch7_ex3", "ch7_ex4"]
