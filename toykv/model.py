@@ -446,42 +446,42 @@ class ToyTransformer:
         *lead, T, D = h.shape
         # project: every head's query, key and value in one product
         qkv = mm(rows(h), Layer.of(layer).fused["qkv"])  # [B T, (H+2H_kv) d_h]
-        qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)     # [..., T, heads, d_h]
-        q = qkv[..., :H, :]                              # [..., T, H, d_h]
-        k = qkv[..., H:H + Hkv, :]                       # [..., T, H_kv, d_h]
-        v = qkv[..., H + Hkv:, :]                        # [..., T, H_kv, d_h]
+        qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)  # [..., T, heads, d_h]
+        q = qkv[..., :H, :]                         # [..., T, H, d_h]
+        k = qkv[..., H:H + Hkv, :]                  # [..., T, H_kv, d_h]
+        v = qkv[..., H + Hkv:, :]                   # [..., T, H_kv, d_h]
         # rotate: RoPE turns each query and key by its position's angle
         cos, sin = self.rope(positions) if rope is None else rope  # [T, d_h]
-        cos, sin = cos[:, None], sin[:, None]            # [T, 1, d_h]
+        cos, sin = cos[:, None], sin[:, None]       # [T, 1, d_h]
         q = apply_rope(q, cos, sin)
         k = apply_rope(k, cos, sin)
         # append to the cache: attend over all it holds, the new keys too
-        key_pos = positions                              # [Tk]
+        key_pos = positions                         # [Tk]
         if cache is not None:
             kv, key_pos = cache.append(i, k=k, v=v)
-            k, v = kv["k"], kv["v"]                      # [..., Tk, H_kv, d_h]
-        # group the query heads: a KV head's G queries, rows of one product
-        q = np.swapaxes(q, -3, -2)                       # [..., H, T, d_h]
-        q = q.reshape(*lead, Hkv, G * T, hd)            # [..., H_kv, G T, d_h]
-        k = np.swapaxes(k, -3, -2)                       # [..., H_kv, Tk, d_h]
-        v = np.swapaxes(v, -3, -2)                       # [..., H_kv, Tk, d_h]
+            k, v = kv["k"], kv["v"]                 # [..., Tk, H_kv, d_h]
+        # group the query heads: the G queries that share each KV head
+        q = np.swapaxes(q, -3, -2)                  # [..., H, T, d_h]
+        q = q.reshape(*lead, Hkv, G, T, hd)         # [..., H_kv, G, T, d_h]
+        k = np.swapaxes(k, -3, -2)[..., None, :, :]  # [..., H_kv, 1, Tk, d_h]
+        v = np.swapaxes(v, -3, -2)[..., None, :, :]  # [..., H_kv, 1, Tk, d_h]
         # attend: softmax(q k^T / sqrt(d_h)) v, over the keys a query sees
-        scores = mm(q, np.swapaxes(k, -1, -2))           # [..., H_kv, G T, Tk]
+        scores = mm(q, np.swapaxes(k, -1, -2))      # [..., H_kv, G, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
-        p = self.softmax(scores, self.mask(positions, key_pos, i, G))
-        out = mm(p, v)                                  # [..., H_kv, G T, d_h]
+        p = self.softmax(scores, self.mask(positions, key_pos, i))
+        out = mm(p, v)                              # [..., H_kv, G, T, d_h]
         # project out: the heads side by side, through W_O
-        out = out.reshape(*lead, H, T, hd)               # [..., H, T, d_h]
-        out = np.swapaxes(out, -3, -2)                   # [..., T, H, d_h]
-        out = mm(rows(out, H * hd), layer["wo"])         # [B T, D]
-        return out.reshape(h.shape)                      # [..., T, D]
+        out = out.reshape(*lead, H, T, hd)          # [..., H, T, d_h]
+        out = np.swapaxes(out, -3, -2)              # [..., T, H, d_h]
+        out = mm(rows(out, H * hd), layer["wo"])    # [B T, D]
+        return out.reshape(h.shape)                 # [..., T, D]
 
     def mla_attention(self, h, layer, i, positions, cache=None, rope=None):
         """DeepSeek-V2's latent attention (deepseek2024v2), h [..., T, D] -> the same shape, as
         attention() takes it (rope: cos, sin [T, d_h^R]); the cache holds c_kv [r] and k_rope
         [d_h^R] per token. self.absorb picks the absorbed or expanded form. Every query head
-        shares the latent and the rotary key, so each product with them stacks the heads'
-        queries as rows and reads them once, not once per head."""
+        shares the latent and the rotary key: a product with them broadcasts over the heads,
+        and Ops.matmul reads a long one once for all heads."""
         c, mm = self.config, self.ops.matmul
         *lead, T, D = h.shape
         H, hd, r, rd = c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
@@ -500,13 +500,12 @@ class ToyTransformer:
             kv, key_pos = cache.append(i, c_kv=c_kv, k_rope=k_rope)
             c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [..., Tk, r], [.., d_h^R]
         Tk = len(key_pos)
-        # attend: scores from the rotary parts, one product with the heads as rows
-        per_head = (*lead, H, T, Tk)
-        rope_scores = mm(_heads_as_rows(q_rope), np.swapaxes(k_rope, -1, -2)).reshape(per_head)
+        # attend: every head scores the shared rotary keys (and, absorbed, the latents)
+        rope_scores = mm(q_rope, np.swapaxes(k_rope, -1, -2)[..., None, :, :])  # [.., H, T, Tk]
         if self.absorb:      # fold W_UK into the query, score against the latent itself
             w_uk = layer["w_uk"].reshape(r, H, hd).transpose(1, 2, 0)    # [H, d_h, r]
             q_lat = mm(q_nope, w_uk)                                     # [..., H, T, r]
-            scores = mm(_heads_as_rows(q_lat), np.swapaxes(c_kv, -1, -2)).reshape(per_head)
+            scores = mm(q_lat, np.swapaxes(c_kv, -1, -2)[..., None, :, :])   # [..., H, T, Tk]
         else:                # expand every cached latent into per-head K and V
             k_nope = mm(rows(c_kv), layer["w_uk"]).reshape(*lead, Tk, H, hd)
             v = mm(rows(c_kv), layer["w_uv"]).reshape(*lead, Tk, H, hd)
@@ -517,21 +516,18 @@ class ToyTransformer:
         p = self.softmax(scores, self.mask(positions, key_pos, i))     # [..., H, T, Tk]
         if self.absorb:      # the weighted sum of latents, then W_UV per head
             w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, d_h]
-            latent = mm(_heads_as_rows(p), c_kv).reshape(*lead, H, T, r)  # [..., H, T, r]
-            out = mm(latent, w_uv)                                       # [..., H, T, d_h]
+            out = mm(mm(p, c_kv[..., None, :, :]), w_uv)                 # [..., H, T, d_h]
         else:
             out = mm(p, v)                                               # [..., H, T, d_h]
         # project out: the heads side by side, through W_O
         out = np.swapaxes(out, -3, -2)                                   # [..., T, H, d_h]
         return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
 
-    def mask(self, positions, key_pos, layer, heads=1):
-        """Bool [heads T, Tk]: True where a query position may see a key position (causal, and
-        inside a sliding window), repeated for `heads` query heads stacked as rows; None when
-        every query sees every key (a decode step of a full layer), as the layer's LayerSpec
-        says."""
-        allowed = self.config.layers[layer].allowed(positions, key_pos)
-        return allowed if allowed is None or heads == 1 else np.tile(allowed, (heads, 1))
+    def mask(self, positions, key_pos, layer):
+        """Bool [T, Tk]: True where a query position may see a key position (causal, and inside
+        a sliding window); None when every query sees every key (a decode step of a full
+        layer), as the layer's LayerSpec says."""
+        return self.config.layers[layer].allowed(positions, key_pos)
 
     def softmax(self, scores, allowed=None):
         """Softmax over the last axis where allowed (elsewhere 0; None: everywhere). Works in
@@ -543,7 +539,3 @@ class ToyTransformer:
         scores /= self.ops.sum_last(scores)
         return scores
 
-
-def _heads_as_rows(x: np.ndarray) -> np.ndarray:
-    """x [..., H, T, n] as [..., H T, n]: every head's queries as rows of one product."""
-    return x.reshape(*x.shape[:-3], -1, x.shape[-1])
