@@ -3,7 +3,8 @@
 
 A page fails on: raw TeX left in its text ($$, \\(, \\[ or \\begin{ outside code: MathJax did
 not typeset it), a widget view that stayed empty (the widget manager did not render the
-saved state), an image that did not load (naturalWidth 0), a console error or uncaught
+saved state), a widget's static twin that shows no figures (its script did not run), an image
+that did not load (naturalWidth 0), a console error or uncaught
 exception, or a request to anything but the built site (the network is cut: such a page
 depends on a CDN). A screenshot of every page goes to _build/screenshots/.
 
@@ -14,6 +15,7 @@ build. Uses the playwright package with Debian's Chromium; it never downloads a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -50,7 +52,7 @@ WAIT_IMAGES_JS = """async () => Promise.all([...document.images].map(img => img.
 INSPECT_JS = """() => {
   const rawTex = [/\\$\\$/, /\\\\\\(/, /\\\\\\[/, /\\\\begin\\{/];
   const skip = 'pre, code, script, style, textarea, kbd, samp, mjx-container, .highlight';
-  const found = {rawTex: [], emptyWidgets: [], brokenImages: [], widgets: 0, maths: 0,
+  const found = {rawTex: [], emptyWidgets: [], brokenImages: [], widgets: 0, live: 0, maths: 0,
                  images: document.images.length};
   const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   for (let node = walker.nextNode(); node; node = walker.nextNode()) {
@@ -66,12 +68,45 @@ INSPECT_JS = """() => {
     if (!area || area.childElementCount === 0) found.emptyWidgets.push(i + 1);
   });
   found.widgets = views.length;
+  const twins = document.querySelectorAll('[data-live]');   // the widgets' static twins
+  found.live = twins.length;
+  found.deadTwins = [...twins].filter(t => !t.querySelector('[data-quantity]'))
+    .map(t => t.dataset.live);
   found.maths = document.querySelectorAll('mjx-container').length;
   for (const img of document.images)
     if (!img.complete || img.naturalWidth === 0)
       found.brokenImages.push(img.getAttribute('src') || '(no src)');
   return found;
 }"""
+
+
+@contextlib.contextmanager
+def offline_context(chromium: str, viewport=(1280, 1000)):
+    """A playwright browser context with the network cut: yields (context, blocked), blocked
+    being the list of every non-local URL a page asked for (each request was aborted)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]},
+                                      offline=True, service_workers="block")
+        blocked: list[str] = []
+        context.route("**/*", lambda route: route.continue_()
+                      if route.request.url.startswith(LOCAL_PREFIXES)
+                      else (blocked.append(route.request.url), route.abort()))
+        try:
+            yield context, blocked
+        finally:
+            browser.close()
+
+
+def watch(page, problems: list[str]) -> None:
+    """Record a page's console errors, uncaught exceptions and failed requests in problems."""
+    page.on("console", lambda m: m.type == "error" and problems.append(
+        f"console error: {m.text} ({m.location.get('url', '?')})"))
+    page.on("pageerror", lambda e: problems.append(f"uncaught exception: {e}"))
+    page.on("requestfailed", lambda r: problems.append(
+        f"request failed: {r.url} ({r.failure})"))
 
 
 def built_pages(html_dir: Path) -> list[Path]:
@@ -97,9 +132,7 @@ def check_page(context, page_path: Path, name: str, shots: Path) -> tuple[list[s
         return redirect
     problems: list[str] = []
     page = context.new_page()
-    page.on("console", lambda m: m.type == "error" and problems.append(
-        f"console error: {m.text} ({m.location.get('url', '?')})"))
-    page.on("pageerror", lambda e: problems.append(f"uncaught exception: {e}"))
+    watch(page, problems)
     page.goto(page_path.as_uri(), wait_until="load", timeout=60_000)
     mathjax = page.evaluate(WAIT_MATHJAX_JS)
     try:
@@ -113,9 +146,12 @@ def check_page(context, page_path: Path, name: str, shots: Path) -> tuple[list[s
     problems += [f"raw TeX left untypeset: {t!r}" for t in found["rawTex"]]
     problems += [f"widget {i} of {found['widgets']} stayed empty" for i in found["emptyWidgets"]]
     problems += [f"image did not load: {src}" for src in found["brokenImages"]]
+    problems += [f"live widget {kind} shows no figures (its script did not run)"
+                 for kind in found["deadTwins"]]
     _screenshot(page, shots / (name.replace("/", "__").removesuffix(".html") + ".png"))
     page.close()
     summary = (f"{found['maths']} maths typeset, {found['widgets']} widgets, "
+               f"{found['live']} live widgets, "
                f"{found['images']} images, MathJax {mathjax}")
     return problems, summary
 
@@ -127,37 +163,30 @@ def _screenshot(page, path: Path) -> None:
     page.screenshot(path=str(path), full_page=True, clip=clip)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run(what: str, pages_of, check_page, argv=None) -> int:
+    """The command line of a page check: pages_of(html_dir) -> pages; check_page(context, path,
+    name, shots) -> (problems, summary), for each page, offline; a report and an exit code."""
+    parser = argparse.ArgumentParser(description=what)
     parser.add_argument("html_dir", nargs="?", default="_build/html", type=Path)
     parser.add_argument("--chromium", default=os.environ.get("CHROMIUM", "/usr/bin/chromium"))
     parser.add_argument("--screenshots", type=Path, default=None,
                         help="folder for the screenshots (default: <html_dir>/../screenshots)")
     args = parser.parse_args(argv)
     html_dir = args.html_dir.resolve()
-    pages = built_pages(html_dir) if html_dir.is_dir() else []
+    pages = pages_of(html_dir) if html_dir.is_dir() else []
     if not pages:
-        print(f"browser check: no built pages under {html_dir}; build the book first",
+        print(f"{what}: no pages to check under {html_dir}; build the book first",
               file=sys.stderr)
         return 1
     if not Path(args.chromium).is_file():
-        print(f"browser check: no Chromium at {args.chromium} (apt-get install chromium)",
+        print(f"{what}: no Chromium at {args.chromium} (apt-get install chromium)",
               file=sys.stderr)
         return 1
     shots = args.screenshots or html_dir.parent / "screenshots"
     shots.mkdir(parents=True, exist_ok=True)
 
-    from playwright.sync_api import sync_playwright
-
     failures = 0
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=args.chromium, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 1000},
-                                      offline=True, service_workers="block")
-        blocked: list[str] = []
-        context.route("**/*", lambda route: route.continue_()
-                      if route.request.url.startswith(LOCAL_PREFIXES)
-                      else (blocked.append(route.request.url), route.abort()))
+    with offline_context(args.chromium) as (context, blocked):
         for path in pages:
             name = path.relative_to(html_dir).as_posix()
             blocked.clear()
@@ -167,10 +196,12 @@ def main(argv=None) -> int:
             print(f"{'FAIL' if problems else 'ok  '} {name}: {summary}")
             for problem in problems:
                 print(f"     - {name}: {problem}")
-        browser.close()
-    print(f"browser check: {len(pages)} pages, {failures} with problems; "
-          f"screenshots in {shots}")
+    print(f"{what}: {len(pages)} pages, {failures} with problems; screenshots in {shots}")
     return 1 if failures else 0
+
+
+def main(argv=None) -> int:
+    return run("browser check", built_pages, check_page, argv)
 
 
 if __name__ == "__main__":

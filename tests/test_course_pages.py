@@ -56,7 +56,8 @@ def test_every_chapter_states_three_to_five_goals(docname):
     facts = CP.chapter_facts(ROOT / f"{docname}.ipynb", ROOT)
     assert 3 <= len(facts["goals"]) <= 5, (
         f"{docname}: {len(facts['goals'])} goals under 'What you will be able to do' "
-        "(the instructors' course map shows them): CONVENTIONS.md asks for 3-5")
+        "(the instructors' course map shows them): the README's Contributing section asks "
+        "for 3 to 5")
 
 
 def test_builds_on_counts_only_earlier_chapters(tmp_path):
@@ -240,8 +241,10 @@ def test_the_site_offers_student_and_instructor_notebooks(mini_site):
     assert student.metadata[PC.META_KEY]["variant"] == "student"
     with zipfile.ZipFile(site / CP.INSTRUCTOR_ZIP) as z:
         names = sorted(z.namelist())
-        assert "c.ClearSolutions.code_stub" in z.read(
-            "kv-cache-course-instructor/nbgrader_config.py").decode()
+        # the same course folder as `plain_copies.py --instructor DIR` writes
+        for name, text in PC.course_files().items():
+            assert z.read(f"kv-cache-course-instructor/{name}").decode() == text
+        assert "c.ClearSolutions.code_stub" in PC.NBGRADER_CONFIG
     assert "kv-cache-course-instructor/source/01_fixture/01_fixture.ipynb" in names
     page = out / "book" / "instructors.html"
     links = _hrefs(page)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import copy
 import importlib.util
 import io
 import json
@@ -401,11 +402,80 @@ def test_fixture_student_copy_runs_top_to_bottom(fixture_copies, tmp_path):
     assert_student_copy_runs(student, FIXTURE.name, _toykv_imports_check(),
                              run_work_cells=False)   # its check is defined in the notebook
     nb = nbformat.reads(nbformat.writes(student), as_version=4)
+    # as in Colab or a plain Jupyter: no myst-nb (its glue comes from toykv.glue), no Sphinx
+    nb.cells.insert(0, nbformat.v4.new_code_cell(
+        "import sys\nsys.modules.update(myst_nb=None, sphinx=None)  # importing them fails"))
     NotebookClient(nb, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     printed = [o.get("text", "") for o in nb.cells[nb.cells.index(
         next(c for c in nb.cells if c.id == "ch0-ex1-work"))].outputs]
     assert "".join(printed).startswith("Not answered yet")
+    # every kept cell shows what the readable copy stored (a glue with display=True too)
+    stored = {c.id: _shown(c) for c in fixture_copies["readable"].cells if c.cell_type == "code"}
+    ran = {c.id: _shown(c) for c in nb.cells if c.id in stored}   # solutions are not kept
+    assert ran == {key: stored[key] for key in ran} and ["2", "512\n"] in ran.values()
+
+
+def _shown(cell) -> list[str]:
+    """What a code cell's outputs show as text (streams, text/plain)."""
+    return ["".join(o.get("text", "")) if o.output_type == "stream"
+            else "".join(o.get("data", {}).get("text/plain", "")) for o in cell.outputs]
+
+
+def test_plain_copies_need_no_book_tools(chapter):
+    path, source, copies = chapter
+    glued = any(PC.GLUE_IMPORT.search(c.source) for c in source.cells if c.cell_type == "code")
+    for variant, nb in copies.items():
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert not [c.id for c in code if "myst_nb" in c.source], (path.name, variant)
+        assert not [c.id for c in code for o in c.outputs if "scrapbook" in o.get("metadata", {})]
+        assert not glued or any(PC.PLAIN_GLUE_IMPORT in c.source for c in code)
+        install = code[0]
+        assert PC.INSTALL_TAG in install.metadata["tags"]
+        assert install.metadata["jupyter"]["source_hidden"] is True          # JupyterLab
+        assert install.metadata["cellView"] == "form"                         # Colab
+        assert install.source.startswith("#@title "), "Colab shows this line instead"
+
+
+def test_a_myst_nb_use_beyond_glue_is_refused():
+    with pytest.raises(PC.ConversionError, match="beyond `from myst_nb import glue`"):
+        PC.convert(_tiny("Text.", code="import myst_nb\nmyst_nb.glue('x', 3)"),
+                   "book/09_x.ipynb", "readable", CTX)
+
+
+def _imports(source: str) -> set[str]:
+    """Top-level module names a cell imports."""
+    names = set()
+    for node in ast.walk(ast.parse(_python(source))):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_colab_install_has_what_the_plain_notebooks_import_and_no_more():
+    """The install cell installs toykv[notebooks]: every package a plain notebook or toykv
+    imports is in it (or comes with it), and each of its packages is imported by one."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert "toykv[notebooks]" in PC.INSTALL_REQUIREMENT
+    name = lambda req: re.match(r"[\w.-]+", req)[0].lower().replace("-", "_")  # noqa: E731
+    notebooks = {name(r) for r in extras["notebooks"]}
+    assert not notebooks & {"myst_nb", "sphinx", "jupyter_book"}
+    copies = [nbformat.read(p, as_version=4) for p in (ROOT / PC.COPIES_DIR).glob("*.ipynb")]
+    used = set().union(*(_imports(c.source) for nb in copies for c in nb.cells
+                         if c.cell_type == "code"))
+    third_party = used - set(sys.stdlib_module_names) - {"toykv"}
+    # IPython comes with ipywidgets (and is every kernel's); numpy is toykv's dependency
+    missing = third_party - notebooks - {"IPython", "numpy"}
+    assert not missing, f"plain notebooks import {sorted(missing)}: add them to [notebooks]"
+    toykv_imports = set().union(*(_imports(f.read_text())
+                                  for f in (ROOT / "toykv").rglob("*.py")))
+    unused = notebooks - used - toykv_imports
+    assert not unused, f"[notebooks] installs {sorted(unused)}, which nothing imports"
 
 
 def test_the_static_check_catches_a_solution_variable_used_later(fixture_copies):
@@ -436,15 +506,76 @@ def test_instructor_copy_marks_every_solution_cell(chapter):
     nbgraderformat.MetadataValidator().validate_nb(instructor)
 
 
-def test_fixture_instructor_copy_splits_the_check(fixture_copies):
+def run_test_cell(source: str, answer) -> tuple[str, str]:
+    """(stdout, stderr) of an instructor copy's test cell run with this answer; an
+    exception propagates (a test cell must never raise: it would stop a student's Run All)."""
+    import toykv
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        exec(compile(_python(source), "test cell", "exec"), {"toykv": toykv, "answer": answer})
+    return out.getvalue(), err.getvalue()
+
+
+def nbgrader_score(cell, stdout: str, stderr: str) -> float:
+    """The points nbgrader's autograde gives a test cell that printed this."""
+    from nbgrader.utils import determine_grade
+
+    cell = copy.deepcopy(cell)
+    cell.outputs = [nbformat.v4.new_output("stream", name=name, text=text)
+                    for name, text in (("stdout", stdout), ("stderr", stderr)) if text]
+    return determine_grade(cell)[0]
+
+
+def test_fixture_instructor_copy_splits_the_check(fixture_copies, monkeypatch):
+    import toykv.check
+
     instructor = fixture_copies["instructor"]
     by_id = {c.id: c for c in instructor.cells}
     check = by_id["ch0-ex1-check"]
-    assert check.source == "assert toykv.check.ch0_ex1(answer)"
+    assert "toykv.check.ch0_ex1(answer)" in check.source
     assert check.metadata["nbgrader"]["grade"] and check.metadata["nbgrader"]["locked"]
+    assert check.metadata["nbgrader"]["points"] == PC.TEST_POINTS
     answer = instructor.cells[instructor.cells.index(check) - 1]
     assert answer.source.split("\n")[:2] == ["answer = None  # your answer",
                                              "### BEGIN SOLUTION"]
+    # the cell runs the check without raising; only "Right." keeps stderr empty
+    monkeypatch.setattr(toykv.check, "ch0_ex1",
+                        lambda a: toykv.check.answer_check(a, 512), raising=False)
+    printed = {a: run_test_cell(check.source, a) for a in (None, 511, 512)}
+    assert printed[None][0].strip() == toykv.check.NOT_ANSWERED and printed[None][1]
+    assert printed[511][0].startswith("Not right yet") and printed[511][1]
+    assert printed[512] == ("Right.\n", "")
+    if importlib.util.find_spec("nbgrader"):
+        assert [nbgrader_score(check, *printed[a]) for a in (None, 511, 512)] == [
+            0, 0, PC.TEST_POINTS]
+
+
+def test_instructor_copy_points_and_test_cells(chapter):
+    """Cheap stand-in for a course run of every chapter (tests/test_nbgrader_flow.py runs
+    one): every test cell runs unanswered without raising, says "Not answered yet" and is
+    scored zero; the points are the self-checks' (book/instructors.md says so)."""
+    from toykv.check import NOT_ANSWERED
+
+    assert (PC.TEST_POINTS, PC.MANUAL_POINTS) == (1, 0), (
+        "book/instructors.md and README.md describe 1 point per self-check, 0 per cell "
+        "graded by hand: change them with the constants")
+    path, source, copies = chapter
+    instructor = copies["instructor"]
+    _, exercises = PC.parse_chapter(nbformat.from_dict(
+        {**source, "cells": PC.expand_cells(source, path.name)}), path.name)
+    graded = [c for c in instructor.cells if c.metadata.get("nbgrader", {}).get("grade")]
+    tests = [c for c in graded if not c.metadata["nbgrader"]["solution"]]
+    assert len(tests) == sum(1 for e in exercises.values() if e.check)
+    assert all(c.metadata["nbgrader"]["points"] == PC.TEST_POINTS for c in tests)
+    assert all(c.metadata["nbgrader"]["points"] == PC.MANUAL_POINTS
+               for c in graded if c not in tests)
+    for cell in tests:
+        assert not re.search(r"^\s*assert\b", cell.source, re.M), cell.source
+        stdout, stderr = run_test_cell(cell.source, None)
+        assert stdout.strip() == NOT_ANSWERED and stderr, (path.name, cell.id, stdout, stderr)
+        if importlib.util.find_spec("nbgrader"):
+            assert nbgrader_score(cell, stdout, stderr) == 0
 
 
 def _nbgrader_release(notebooks: dict, tmp_path: Path) -> Path:
@@ -465,26 +596,33 @@ def _nbgrader_release(notebooks: dict, tmp_path: Path) -> Path:
 
 @pytest.mark.skipif(importlib.util.find_spec("nbgrader") is None,
                     reason="nbgrader is in the [test] extra: pip install -e '.[test]'")
-def test_nbgrader_generates_the_assignment(fixture_copies, tmp_path):
-    """nbgrader itself makes the students' version of the fixture and of chapter 4 (one
-    run: importing nbgrader takes seconds)."""
-    chapter = ROOT / "book" / "04_cache_size.ipynb"
-    sources = {"fixture": nbformat.read(FIXTURE, as_version=4),
-               chapter.stem: nbformat.read(chapter, as_version=4)}
-    release = _nbgrader_release({"fixture": fixture_copies["instructor"],
-                                 chapter.stem: PC.build(chapter, "instructor", ROOT, CTX)},
-                                tmp_path)
+def test_nbgrader_generates_every_assignment(fixture_copies, tmp_path):
+    """nbgrader itself makes the students' version of the fixture and of every chapter (one
+    run: importing nbgrader takes seconds); tests/test_nbgrader_flow.py runs one chapter
+    through a whole course run."""
+    sources = {"fixture": nbformat.read(FIXTURE, as_version=4)}
+    sources |= {c.stem: nbformat.read(c, as_version=4) for c in CHAPTERS}
+    instructor = {"fixture": fixture_copies["instructor"]}
+    instructor |= {c.stem: PC.build(c, "instructor", ROOT, CTX) for c in CHAPTERS}
+    release = _nbgrader_release(instructor, tmp_path)
     for name, source in sources.items():
         nb = nbformat.read(release / f"{name}.ipynb", as_version=4)
         text = "\n".join(c.source for c in nb.cells)
         leaked = [p for p in _leaks(source, text) if "toykv\\.check" not in p]
         assert not leaked, f"{name}: nbgrader's release keeps solution lines {leaked[:3]}"
         assert "BEGIN SOLUTION" not in text and "Solution to exercise" not in text
+        assert "NotImplementedError" not in text, f"{name}: a stub that stops Run All"
         assert not any(c.get("outputs") for c in nb.cells if c.cell_type == "code")
+        tests = [c.source for c in instructor[name].cells
+                 if c.metadata.get("nbgrader", {}).get("grade")
+                 and not c.metadata["nbgrader"]["solution"]]
+        kept = [c.source for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+                and not c.metadata["nbgrader"]["solution"]]
+        assert kept == tests, f"{name}: nbgrader changed the test cells"
     fixture = nbformat.read(release / "fixture.ipynb", as_version=4)
     text = "\n".join(c.source for c in fixture.cells)
     assert "answer = None  # your answer\n# your code here" in text
-    assert "assert toykv.check.ch0_ex1(answer)" in text
+    assert "toykv.check.ch0_ex1(answer)" in text
 
 
 def test_a_words_only_solution_gets_a_markdown_cell_to_write_in():
@@ -499,4 +637,4 @@ def test_a_words_only_solution_gets_a_markdown_cell_to_write_in():
     instructor = PC.convert(nb, "book/09_x.ipynb", "instructor", CTX)
     marked = [c for c in instructor.cells if "nbgrader" in c.metadata]
     assert [(c.source, c.metadata["nbgrader"]["points"]) for c in marked] == [
-        ("Because 3 is odd.", 1)]
+        ("Because 3 is odd.", PC.MANUAL_POINTS)]

@@ -3,11 +3,11 @@ independent computations, and both widgets driven headlessly (set controls, clic
 read what is shown), bad input and failures included.
 
 Expected numbers come from hand formulas (2 x L x H_kv x d_h x S x b x B), toykv's model and
-flops functions, or ZOO.md's published and checked figures (Llama 3.1 8B: 131,072 B/token,
-8.03B params; DeepSeek-V2 69,120 B/token; Llama 3.3 70B at 10^6 tokens 305.18 GiB; KV shares
-at 10^6 tokens), never from the code under test.
+flops functions, or published figures checked against the zoo's sources (Llama 3.1 8B:
+131,072 B/token, 8.03B params; DeepSeek-V2 69,120 B/token; Llama 3.3 70B at 10^6 tokens
+305.18 GiB; KV shares at 10^6 tokens), never from the code under test.
 """
-import dataclasses
+import itertools
 import json
 import math
 
@@ -16,20 +16,23 @@ import pytest
 
 import toykv
 from toykv import flops, zoo
-from toykv.widgets import CacheFill, SizeCalculator, SizeReport, size_report, update_latency
+from toykv import sizing
+from toykv.widgets import (CacheFill, FillStepper, ShareExplorer, SizeCalculator, SizeReport,
+                           size_report, update_latency)
+from toykv.widgets import share_explorer
 from toykv.widgets import _style, cache_fill_view, size_calculator
 from toykv.widgets.size_calculator import PASTE
 from toykv.widgets.size_report import model_from_config_json, variant_model
 
 GiB, KiB = 2 ** 30, 2 ** 10
-LLAMA_8B_CONFIG_JSON = {     # Llama 3.1 8B's shapes (ZOO.md) as a Hugging Face config.json
+LLAMA_8B_CONFIG_JSON = {     # Llama 3.1 8B's shapes (its model card) as a Hugging Face config.json
     "model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32,
     "num_key_value_heads": 8, "num_hidden_layers": 32, "intermediate_size": 14336,
     "vocab_size": 128256, "max_position_embeddings": 131072, "tie_word_embeddings": False,
 }
 LLAMA_8B = zoo.get("llama-3.1-8b")
 LLAMA_8B_PER_TOKEN = 2 * 32 * 8 * 128 * 2        # 2 (K, V) x L x H_kv x d_h x b (bf16)
-LLAMA_8B_WEIGHTS = 8_030_000_000 * 2             # ZOO.md: 8.03B params, bf16
+LLAMA_8B_WEIGHTS = 8_030_000_000 * 2             # the model card: 8.03B params, bf16
 
 
 # -- CacheFill -------------------------------------------------------------------
@@ -141,6 +144,33 @@ def test_blas_backend_differs_by_rounding_only():
 def test_cache_fill_bad_arguments(kwargs, field):
     with pytest.raises(ValueError, match=field):
         CacheFill(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(max_positions=10 ** 9), r"max_positions must be an integer in \[2, 256\]"),
+    (dict(max_positions=257), "256"), (dict(steps=10 ** 12), "steps"),
+    (dict(seed=2 ** 64), "seed")])
+def test_counts_have_an_upper_bound_checked_before_anything_is_built(kwargs, words, monkeypatch):
+    import toykv.widgets.fill_stepper as stepper
+
+    def never(*args, **kwargs):
+        raise AssertionError("a model was built before the arguments were checked")
+    monkeypatch.setattr(stepper, "ToyTransformer", never)
+    with pytest.raises(ValueError, match=words):
+        CacheFill(**kwargs)
+
+
+def test_kv_dtype_may_be_a_numpy_dtype():
+    fill = CacheFill(kv_dtype=np.dtype("float16"), steps=1)
+    assert fill.kv_dtype == "float16" and fill.cache.kv_dtype == "float16"
+
+
+def test_the_stepper_is_the_widget_without_controls():
+    stepper = FillStepper(prompt_len=6, steps=3)
+    assert not hasattr(stepper, "widget")
+    assert stepper.cells == CacheFill(prompt_len=6, steps=3).cells
+    assert stepper.flops_cached == flops.cached_step_flops(stepper.model.config, 9)
+    assert repr(stepper).startswith("9 of 24 positions cached (decode)")
 
 
 def test_slider_values_that_are_not_a_prompt_length_give_a_message():
@@ -289,10 +319,10 @@ def test_kv_share_and_relative_speed_by_hand(llama):
     assert llama.relative_decode_speed == pytest.approx(weights / (kv + weights), rel=1e-15)
 
 
-@pytest.mark.parametrize("name, share, tolerance", [        # ZOO.md: bf16, batch 1, 10^6 tokens
+@pytest.mark.parametrize("name, share, tolerance", [        # checked shares: bf16, batch 1, 10^6 tokens
     ("llama-3.1-8b", 0.891, 5e-4), ("llama-3.3-70b", 0.70, 5e-3), ("qwen3-0.6b", 0.990, 5e-4),
     ("deepseek-v3", 0.487, 5e-4), ("kimi-k2", 0.523, 5e-4), ("minimax-m2", 0.927, 5e-4)])
-def test_kv_share_at_a_million_tokens_matches_zoo_md(name, share, tolerance):
+def test_kv_share_at_a_million_tokens_matches_the_checked_shares(name, share, tolerance):
     report = size_report(zoo.get(name), context=10 ** 6, batch=1)
     assert report.kv_share == pytest.approx(share, abs=tolerance)
     assert report.relative_decode_speed == pytest.approx(1 - share, abs=tolerance)
@@ -307,14 +337,14 @@ def test_moe_share_uses_active_weights_only():
     assert report.kv_share == pytest.approx(kv / (kv + 2 * model.active_params), rel=1e-12)
 
 
-def test_llama_70b_at_a_million_tokens_matches_zoo_md():
+def test_llama_70b_at_a_million_tokens_matches_the_published_figure():
     report = size_report(zoo.get("llama-3.3-70b"), context=10 ** 6, batch=1)
     assert report.bytes_per_token == 327_680
     assert report.batch_bytes == 327_680 * 10 ** 6
     assert round(report.batch_bytes / GiB, 2) == 305.18
 
 
-def test_deepseek_v2_mla_matches_zoo_md():
+def test_deepseek_v2_mla_matches_its_table_1():
     report = size_report(zoo.get("deepseek-v2"))
     assert report.bytes_per_token == 69_120 and report.values_per_token == 34_560
     assert report.attention == "mla" and report.n_kv_heads is None
@@ -455,9 +485,14 @@ def fresh():
 
 def test_chapter_4_call_shows_the_report():
     calc = SizeCalculator(model="llama-3.1-8b", bytes_per_value=2, context=8192, batch=16,
-                          gpu_gb=80)                     # as chapter 4 calls it
+                          gpu_memory_gib=80)             # as chapter 4 calls it
     assert calc.report == size_report(LLAMA_8B, "as built", 2, 8192, 16, 80)
-    assert calc.values == dataclasses.asdict(calc.report)
+    v = calc.values                                      # a dict of the report, by hand:
+    assert v["values_per_token"] == 2 * 32 * 8 * 128 and v["bytes_per_token"] == LLAMA_8B_PER_TOKEN
+    assert v["batch_bytes"] == 16 * 8192 * LLAMA_8B_PER_TOKEN and v["gpu_bytes"] == 80 * GiB
+    assert v["weight_bytes"] == LLAMA_8B_WEIGHTS and v["sequences_fit"] == 65
+    assert v["kv_share"] == 16 * GiB / (16 * GiB + LLAMA_8B_WEIGHTS)
+    assert v["variants"][1]["bytes_per_token"] == 4 * LLAMA_8B_PER_TOKEN      # MHA: 32 KV heads
     assert calc.values["batch_bytes"] == 16 * GiB and calc.message == ""
     assert calc.texts["batch_bytes"] == "16.00 GiB (17.18 GB)"
     assert calc.texts["bytes_per_token"] == "131,072 B (128.0 KiB)"
@@ -625,9 +660,10 @@ def test_an_exception_while_the_widget_is_quiet_does_not_leave_it_deaf(fresh, mo
 @pytest.mark.parametrize("kwargs, error", [
     (dict(model="llama-9"), KeyError), (dict(variant="gqa2"), ValueError),
     (dict(context=5000), ValueError), (dict(bytes_per_value=3), ValueError),
-    (dict(gpu_gb=0), ValueError), (dict(gpu_memory_gib=math.inf), ValueError),
-    (dict(gpu_memory_gib=80, gpu_gb=80), ValueError), (dict(batch=2.5), ValueError),
-    (dict(batch=0), ValueError), (dict(kv_heads=1.5), ValueError)])
+    (dict(gpu_memory_gib=0), ValueError), (dict(gpu_memory_gib=math.inf), ValueError),
+    (dict(gpu_gb=80), TypeError), (dict(batch=2.5), ValueError),
+    (dict(batch=0), ValueError), (dict(batch=10 ** 9 + 1), ValueError),
+    (dict(kv_heads=1.5), ValueError), (dict(kv_heads=10 ** 9), ValueError)])
 def test_size_calculator_bad_arguments(kwargs, error):
     with pytest.raises(error):
         SizeCalculator(**kwargs)
@@ -647,7 +683,7 @@ def test_byte_formats_say_which_unit():
     assert _style.both_bytes(17_179_869_184) == "16.00 GiB (17.18 GB)"
     assert _style.binary_bytes(131072, 1) == "128.0 KiB"
     assert _style.decimal_bytes(512) == "512 B"
-    assert _style.decimal_bytes(327_680 * 10**6) == "327.68 GB"          # ZOO.md: 70B at 1M
+    assert _style.decimal_bytes(327_680 * 10**6) == "327.68 GB"          # Llama 3.3 70B at 1M
     assert _style.binary_bytes(327_680 * 10**6) == "305.18 GiB"
 
 
@@ -657,5 +693,70 @@ def test_update_latency_reports_medians():
     assert all(np.isfinite(t) and t > 0 for t in result.values())
     print("measured widget update latency (median, shared machine): " +
           ", ".join(f"{name} {1000 * t:.1f} ms" for name, t in result.items()))
-    with pytest.raises(ValueError, match="repeats"):
-        update_latency(0)
+    for bad in (0, 10 ** 12, 2.5):
+        with pytest.raises(ValueError, match="repeats"):
+            update_latency(bad)
+
+
+# -- the ShareExplorer widget (chapter 8) -----------------------------------------------------
+
+def test_share_explorer_reads_the_share_at_the_context():
+    explorer = ShareExplorer(models=["llama-3.1-8b", "deepseek-v3"], context=10 ** 6)
+    rows = {r["model"]: r for r in explorer.readings}
+    kv = 10 ** 6 * 2 * 32 * 8 * 128 * 2                    # Llama 3.1 8B's bf16 cache at 10^6
+    assert rows["llama-3.1-8b"]["kv_share"] == kv / (kv + LLAMA_8B_WEIGHTS)
+    assert round(rows["deepseek-v3"]["kv_share"], 3) == 0.487     # the checked share
+    assert rows["llama-3.1-8b"]["relative_decode_speed"] == 1 - kv / (kv + LLAMA_8B_WEIGHTS)
+    assert not rows["llama-3.1-8b"]["within"]              # beyond its 131,072 tokens
+    assert "89.1%" in explorer.table.value and "(beyond it)" in explorer.table.value
+    assert repr(explorer).startswith("ShareExplorer: KV share at 1,000,000 tokens")
+
+
+def test_share_explorer_controls_update_it():
+    explorer = ShareExplorer()
+    explorer.models.value = ("qwen3-0.6b",)
+    explorer.context.value = share_explorer.SHARE_CONTEXTS[0]
+    assert [r["model"] for r in explorer.readings] == ["qwen3-0.6b"]
+    assert explorer.readings[0]["kv_share"] == sizing.kv_share(zoo.get("qwen3-0.6b"), 1000)
+    svg = explorer.plot.value
+    assert svg.count("<svg") == 2 and "KV share of a decode step" in svg
+    assert "relative decode speed (1 - share)" in svg and "1,000 tokens" in svg
+
+
+def test_share_explorer_lines_differ_beyond_the_maximum_context():
+    svg = ShareExplorer(models=["qwen3-0.6b"]).plot.value   # 32,768 tokens: a dotted part
+    assert svg.count(f"stroke-dasharray='{share_explorer.BEYOND_DASH}'") == 2   # both panels
+    marks = {m.split("'")[0] for m in svg.split("fill='")[1:]}
+    assert share_explorer.MODEL_STYLES[0][0] in marks
+
+
+def test_share_explorer_too_many_or_no_models_give_a_message():
+    explorer = ShareExplorer()
+    before = explorer.readings
+    explorer.models.value = tuple(zoo.names()[:7])
+    assert "choose 1 to 6 models" in explorer.message and explorer.readings == before
+    explorer.models.value = ()
+    assert "got 0" in explorer.message
+    explorer.models.value = ("kimi-k2",)
+    assert explorer.message == "" and explorer.readings[0]["model"] == "kimi-k2"
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    (dict(models="llama-3.1-8b"), ValueError), (dict(models=[]), ValueError),
+    (dict(models=["llama-9"]), KeyError), (dict(models=["gpt2", "gpt2"]), ValueError),
+    (dict(models=zoo.names()), ValueError), (dict(context=5000), ValueError),
+    (dict(context=10 ** 12), ValueError)])
+def test_share_explorer_bad_arguments(kwargs, error):
+    with pytest.raises(error):
+        ShareExplorer(**kwargs)
+
+
+def test_share_explorer_models_stay_apart_for_colour_blind_readers():
+    styles = share_explorer.MODEL_STYLES
+    assert len(styles) == share_explorer.MAX_MODELS
+    for vision, matrix in CVD.items():
+        for (a, shape_a), (b, shape_b) in itertools.combinations(styles, 2):
+            distance = math.dist(_lab(a, matrix), _lab(b, matrix))
+            assert distance >= 15, (vision, a, b, distance)     # and each line is labelled
+            if shape_a == shape_b:                              # markers alike: colours apart
+                assert distance >= 20, (vision, a, b, distance)

@@ -176,25 +176,8 @@ exercise has a self-check, set `answer` and run the cell; the check says whether
 is right, or gives a hint, and never prints the answer.
 
 You need Python 3.11 and the course's toykv package. Each notebook's first code cell installs
-it when it is missing (`pip install "toykv[book] @ git+{url}@{branch}"`), or install it yourself
-with that command, or clone the repository and `pip install -r requirements.txt`.
-"""
-INSTRUCTOR_README = """\
-# The KV Cache, Built and Measured: instructor notebooks (nbgrader course folder)
-
-source/<chapter>/<chapter>.ipynb are the chapters with their solutions, marked for nbgrader:
-solution code between `### BEGIN SOLUTION` and `### END SOLUTION`, written answers as manually
-graded cells, and each self-check (`assert toykv.check.chN_exM(answer)`) as an autograded test
-cell worth one point. In this folder:
-
-    pip install nbgrader
-    nbgrader generate_assignment 04_cache_size      # release/04_cache_size/: the student version
-    nbgrader autograde 04_cache_size                # after collecting submissions
-
-nbgrader_config.py makes a removed solution read `# your code here` (not nbgrader's default
-`raise NotImplementedError()`), so students can run a whole notebook before answering. Change
-points in the cells' nbgrader metadata (View > Cell Toolbar > Create Assignment in Jupyter).
-Licence: code MIT, text and figures CC BY 4.0 (see the repository's LICENSE and LICENSE-text).
+it when it is missing (`pip install "{requirement}"`), or install it yourself with that
+command, or clone the repository and `pip install -r requirements.txt`.
 """
 
 
@@ -212,9 +195,11 @@ def write_downloads(root: Path, outdir: Path, docnames: list[str]) -> list[Path]
     site = outdir / SITE_DIR
     ctx = plain_copies.Context(root)
     url, branch = _repository(root)
-    student = {"kv-cache-course-student/README.md": STUDENT_README.format(url=url, branch=branch)}
-    instructor = {"kv-cache-course-instructor/README.md": INSTRUCTOR_README,
-                  "kv-cache-course-instructor/nbgrader_config.py": plain_copies.NBGRADER_CONFIG}
+    requirement = plain_copies.INSTALL_REQUIREMENT.format(url=url, branch=branch)
+    student = {"kv-cache-course-student/README.md": STUDENT_README.format(
+        requirement=requirement)}
+    instructor = {f"kv-cache-course-instructor/{name}": text
+                  for name, text in plain_copies.course_files().items()}
     written = []
     for docname in docnames:
         chapter = root / f"{docname}.ipynb"

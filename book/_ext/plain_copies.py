@@ -13,10 +13,13 @@ chapter into three plain notebooks, with the glue values stored in its outputs f
 - student: the same without the solutions; each exercise gets a place to work and, for a
   checked exercise, `answer = None  # your answer` and the check call.
 - instructor: the same with the solutions, marked for nbgrader (cell metadata, BEGIN/END
-  SOLUTION markers, the self-check as an autograded test cell).
+  SOLUTION markers, the self-check as an autograded test cell that never stops a run).
 
-The MyST it accepts is exactly CONVENTIONS.md's list; anything else raises ConversionError
-naming the chapter and the cell, so a chapter cannot reach a reader half converted.
+All three need no book tools: the chapters' `from myst_nb import glue` becomes toykv.glue
+(which stores nothing: the text has the values filled in), and the install cell is folded.
+The MyST it accepts is exactly the list in the README's Contributing section; anything else
+raises ConversionError naming the chapter and the cell, so a chapter cannot reach a reader
+half converted.
 
 Usage, from the repository root (python .ci/execute_notebooks runs the first for you):
     python book/_ext/plain_copies.py                      # refresh book/notebooks/
@@ -42,17 +45,66 @@ META_KEY = "toykv_course"              # our notebook and cell metadata
 STUDENT_STUB = "answer = None  # your answer\n{check}(answer)"
 WORK_STUB = "# your code here"
 WRITE_STUB = "*Write your answer here (double-click to edit).*"
-# The instructor zip is an nbgrader course folder; this is its nbgrader_config.py.
-NBGRADER_CONFIG = """\
+MANUAL_POINTS = 0                      # a cell the instructor grades: feedback, no points
+TEST_POINTS = 1                        # an autograded self-check
+COURSE_ID = "kv-cache-course"
+# The instructor course folder (--instructor DIR, and the instructor zip) holds these files
+# besides source/<chapter>/<chapter>.ipynb.
+NBGRADER_CONFIG = f"""\
 # nbgrader settings for the KV-cache course's instructor notebooks (source/<chapter>/).
-# Make a chapter's student version:  nbgrader generate_assignment 04_cache_size
+# Run nbgrader in this folder; the instructors' page of the book gives a whole course run.
+import os
+
 c = get_config()  # noqa: F821 (nbgrader provides it)
-c.CourseDirectory.root = "."
-# A solution becomes this stub rather than nbgrader's `raise NotImplementedError()`, so a
-# student can run the whole notebook; the self-check cells after it say what is missing.
-c.ClearSolutions.code_stub = {"python": "# your code here"}
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))   # this folder
+c.CourseDirectory.course_id = "{COURSE_ID}"
+# Where release_assignment, fetch, submit and collect meet; students set the same
+# (nbgrader's default is /srv/nbgrader/exchange).
+# c.Exchange.root = "/srv/nbgrader/exchange"
+# A solution becomes this stub rather than nbgrader's `raise NotImplementedError()`, and a
+# self-check cell never raises (it writes to stderr, which nbgrader scores zero), so a
+# student's Run All goes top to bottom before anything is answered.
+c.ClearSolutions.code_stub = {{"python": "# your code here"}}
 c.ClearSolutions.text_stub = "Your answer here."
+# Seconds a cell may run during autograde (nbgrader's default, 30, is short for chapter 9
+# on a busy machine).
+c.Execute.timeout = 600
 """
+INSTRUCTOR_README = f"""\
+# The KV Cache, Built and Measured: instructor notebooks (an nbgrader course folder)
+
+source/<chapter>/<chapter>.ipynb are the chapters with their solutions, marked for nbgrader:
+solution code between `### BEGIN SOLUTION` and `### END SOLUTION`; each self-check an
+autograded test cell worth {TEST_POINTS} point; written answers, and the code of exercises
+without a self-check, cells you grade by hand worth {MANUAL_POINTS} points (for feedback:
+grades.csv counts the self-checks only, so it reads right before you grade anything).
+In this folder, with nbgrader installed (pip install nbgrader==0.9.6):
+
+    nbgrader generate_assignment 04_cache_size   # release/04_cache_size/: the student version
+    nbgrader release_assignment 04_cache_size    # students: nbgrader fetch_assignment, submit
+    nbgrader collect 04_cache_size               # submitted/<student>/04_cache_size/
+    nbgrader autograde 04_cache_size
+    nbgrader export                              # grades.csv
+
+nbgrader names a student by the user name of the account that ran `nbgrader submit` (on
+JupyterHub, the hub user). Without an exchange, put each submission in
+submitted/<student id>/<chapter>/ yourself, then autograde and export. The book's page
+"For instructors" says more. Change points in the cells' nbgrader metadata (Jupyter's
+Create Assignment toolbar). nbgrader_config.py sets the course id, the exchange, the
+solution stubs and the autograde timeout.
+Licence: code MIT, text and figures CC BY 4.0 (see the repository's LICENSE and LICENSE-text).
+"""
+TEST_CELL = """\
+# Autograded: full points when the check says "Right.", none otherwise.
+import sys
+if not {check}(answer):
+    print("Autograder: no points for exercise {number} yet.", file=sys.stderr)"""
+# In a plain copy the glue calls stay (the code reads as in the book), served by toykv.
+GLUE_IMPORT = re.compile(r"^(?P<indent>[ \t]*)from myst_nb import glue[ \t]*(?:#.*)?$", re.M)
+PLAIN_GLUE_IMPORT = "from toykv.glue import glue  # the text shows the glued values"
+INSTALL_TAG = "colab-install"          # the first code cell (.ci/execute_notebooks)
+# What that cell installs where toykv is missing (Colab): toykv and what the notebooks import.
+INSTALL_REQUIREMENT = "toykv[notebooks] @ git+{url}@{branch}"
 CHECK_LINE = re.compile(r"^assert\s+(?P<check>toykv\.check\.\w+)\(answer\)\s*(#.*)?$")
 
 ROLE = re.compile(r"\{(?P<name>[A-Za-z][\w:.+-]*)\}`(?P<content>[^`]+)`")
@@ -64,6 +116,7 @@ ADMONITIONS = {"note": "Note", "tip": "Tip", "warning": "Warning", "important": 
                "hint": "Hint", "caution": "Caution", "attention": "Attention",
                "danger": "Danger", "error": "Error", "seealso": "See also"}
 GATES = ("exercise-start", "exercise-end", "solution-start", "solution-end")
+ALLOWED = "(the README's Contributing section lists the MyST they know)"
 
 
 class ConversionError(ValueError):
@@ -277,8 +330,7 @@ def convert_role(name: str, content: str, cell: Cell) -> str:
             if name in ("py:func", "py:meth"):
                 text += "()"
         return f"`{text}`"
-    raise cell.fail(f"the role {{{name}}} is not one the plain notebooks know "
-                    "(CONVENTIONS.md lists the allowed MyST)")
+    raise cell.fail(f"the role {{{name}}} is not one the plain notebooks know {ALLOWED}")
 
 
 def convert_prose(text: str, cell: Cell) -> str:
@@ -287,7 +339,8 @@ def convert_prose(text: str, cell: Cell) -> str:
             raise cell.fail(f"the line {line!r} starts with '%', a MyST comment the book "
                             "drops: rewrap the paragraph so no line starts with '%'")
         if re.match(r"^\(\S+\)=\s*$", line):
-            raise cell.fail(f"the target {line!r} is not in CONVENTIONS.md's MyST list")
+            raise cell.fail(f"the target {line!r} is not MyST the plain notebooks know "
+                            f"{ALLOWED}")
     return ROLE.sub(lambda m: convert_role(m["name"], m["content"], cell), text)
 
 
@@ -309,7 +362,7 @@ def convert_markdown(text: str, cell: Cell) -> str:
                 raise cell.fail(f"{{{name}}} must be alone in its markdown cell")
             else:
                 raise cell.fail(f"the directive {{{name}}} is not one the plain notebooks "
-                                "know (CONVENTIONS.md lists the allowed MyST)")
+                                f"know {ALLOWED}")
             inner = convert_markdown(body, cell)
             lines = [f"**{convert_prose(title, cell)}**", ""] + inner.strip("\n").split("\n")
             out.append("\n".join(f"> {line}".rstrip() for line in lines))
@@ -512,9 +565,7 @@ def convert(nb, path: str, variant: str = "readable", ctx: Context | None = None
                 if number is not None:
                     cell.source = re.sub(r"^#\s+", f"# {number}. ", cell.source, count=1)
         elif cell.cell_type == "code":
-            tags = cell.metadata.get("tags", [])
-            if {"hide-input", "remove-input"} & set(tags):
-                cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+            plain_code(cell, f"{path}, cell {index}")
         if kind == "solution-cell" and variant == "instructor":
             out.cells.extend(instructor_cells(cell, exercise, index))
         else:
@@ -528,6 +579,25 @@ def convert(nb, path: str, variant: str = "readable", ctx: Context | None = None
                         f"edit {path}, not this copy"}
     nbformat.validate(out)
     return out
+
+
+def plain_code(cell, where: str) -> None:
+    """A code cell as the plain notebooks run it: glue from toykv.glue, and no glue
+    outputs (that glue stores nothing); input folded where the book hides it, and the
+    install cell folded (Jupyter) or shown as its #@title line (Colab)."""
+    cell.source = GLUE_IMPORT.sub(lambda m: m["indent"] + PLAIN_GLUE_IMPORT, cell.source)
+    if re.search(r"\bmyst_nb\b", cell.source):
+        raise ConversionError(f"{where}: uses myst_nb beyond `from myst_nb import glue`, "
+                              "which is all the plain notebooks replace (with toykv.glue)")
+    cell.outputs = [out for out in cell.get("outputs", [])
+                    if not out.get("metadata", {}).get("scrapbook", {}).get("mime_prefix")]
+    for out in cell.outputs:
+        out.get("metadata", {}).pop("scrapbook", None)
+    tags = set(cell.metadata.get("tags", []))
+    if {"hide-input", "remove-input", INSTALL_TAG} & tags:
+        cell.metadata.setdefault("jupyter", {})["source_hidden"] = True
+    if INSTALL_TAG in tags:
+        cell.metadata["cellView"] = "form"
 
 
 def student_work(exercise: Exercise, cell_id: str) -> list:
@@ -550,14 +620,16 @@ def student_work(exercise: Exercise, cell_id: str) -> list:
 
 
 def instructor_cells(cell, exercise: Exercise, index: int) -> list:
-    """One solution cell marked for nbgrader. Markdown: a manually graded answer. Code: an
+    """One solution cell marked for nbgrader. Markdown: an answer graded by hand. Code: an
     answer between BEGIN/END SOLUTION markers; a checked exercise's last code cell is split
     into the answer (starting from `answer = None`, as students do) and an autograded test
-    cell with the self-check. An unchecked exercise with no markdown answer has its last
-    code cell graded by hand."""
+    cell with the self-check (TEST_CELL: it never raises, so a student's Run All goes on).
+    An unchecked exercise with no markdown answer has its last code cell graded by hand.
+    Points: TEST_POINTS per test, MANUAL_POINTS per cell graded by hand."""
     grade_id = f"{exercise.label}-{cell.id}"
     if cell.cell_type == "markdown":
-        cell.metadata["nbgrader"] = _nbgrader(grade_id, solution=True, grade=True, points=1)
+        cell.metadata["nbgrader"] = _nbgrader(grade_id, solution=True, grade=True,
+                                              points=MANUAL_POINTS)
         return [cell]
     code = [i for i in exercise.solution_cells if i in exercise.code_cells]
     last = bool(code) and index == code[-1]
@@ -569,11 +641,12 @@ def instructor_cells(cell, exercise: Exercise, index: int) -> list:
     has_markdown = any(i not in exercise.code_cells for i in exercise.solution_cells)
     manual = last and not exercise.check and not has_markdown
     cell.metadata["nbgrader"] = _nbgrader(grade_id, solution=True, grade=manual,
-                                          points=1 if manual else 0)
+                                          points=MANUAL_POINTS)
     if not checked:
         return [cell]
-    test = _code(lines[-1].strip(), f"{exercise.label}-check",
-                 nbgrader=_nbgrader(f"{exercise.label}-check", grade=True, points=1,
+    source = TEST_CELL.format(check=exercise.check, number=exercise.number)
+    test = _code(source, f"{exercise.label}-check",
+                 nbgrader=_nbgrader(f"{exercise.label}-check", grade=True, points=TEST_POINTS,
                                     locked=True))
     return [cell, test]
 
@@ -625,14 +698,20 @@ def write(nb, path: Path) -> None:
     nbformat.write(nb, path)
 
 
+def course_files() -> dict[str, str]:
+    """The files of an instructor course folder besides source/ (path: text)."""
+    return {"nbgrader_config.py": NBGRADER_CONFIG, "README.md": INSTRUCTOR_README}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="chapters to convert (default: every chapter under book/)")
-    parser.add_argument("--student", type=Path, metavar="DIR",
-                        help="write student copies into DIR instead")
-    parser.add_argument("--instructor", type=Path, metavar="DIR",
-                        help="write an nbgrader course folder into DIR instead")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--student", type=Path, metavar="DIR",
+                       help="write student copies into DIR instead")
+    where.add_argument("--instructor", type=Path, metavar="DIR",
+                       help="write an nbgrader course folder into DIR instead")
     args = parser.parse_args(argv)
     paths = [p.resolve() for p in args.notebooks] or chapters()
     ctx = Context()
@@ -647,6 +726,11 @@ def main(argv=None) -> int:
             target = readable_path(path)
             write(build(path, "readable", ctx=ctx), target)
         print(f"wrote {target}")
+    if args.instructor:
+        args.instructor.mkdir(parents=True, exist_ok=True)
+        for name, text in course_files().items():
+            (args.instructor / name).write_text(text)
+            print(f"wrote {args.instructor / name}")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""A small log-log line plot as inline SVG, for the size calculator's memory-against-context curve.
+"""A small line plot as inline SVG: log-log for the size calculator's memory against context,
+log-x with a linear y axis for the share explorer's share against context.
 
 Written by hand rather than drawn with matplotlib: a matplotlib PNG took 90-170 ms per update
 on the course's 2-core machine (more than the whole update may take), this string takes well
@@ -31,32 +32,43 @@ class Series:
 
 @dataclass(frozen=True)
 class Marker:
+    """A point; shape is 'circle', 'square', 'triangle' or 'diamond' (told apart without
+    colour). An empty label keeps it out of the legend."""
+
     label: str
     x: float
     y: float
     colour: str
+    shape: str = "circle"
 
 
-def loglog_svg(series, marker: Marker | None, title: str, xlabel: str, ylabel: str,
-               width: int = 640, height: int = 410) -> str:
-    """The plot as an <svg> element: log-log axes fitted to the data, a legend below."""
-    entries = list(series) + ([marker] if marker else [])
+def loglog_svg(series, marker, title: str, xlabel: str, ylabel: str,
+               width: int = 640, height: int = 410, ylinear=None, yticks=()) -> str:
+    """The plot as an <svg> element: log-log axes fitted to the data, a legend below.
+
+    marker: a Marker, a list of them, or None. ylinear=(low, high): a linear y axis over that
+    range instead, with yticks [(value, label), ...]. Series and markers with an empty label
+    stay out of the legend (toykv/widgets/static/live_common.js draws the same plot)."""
+    markers = [] if marker is None else [marker] if isinstance(marker, Marker) else list(marker)
+    entries = [e for e in list(series) + markers if e.label]
     legend_rows = (len(entries) + 1) // 2
-    left, right, top = 70, 16, 26
+    left, right, top = 70, 36, 26
     bottom = 44 + 17 * legend_rows
     plot_w, plot_h = width - left - right, height - top - bottom
     xs = [x for s in series for x in s.xs if x > 0]
     ys = [y for s in series for y in s.ys if y > 0] + [s.y for s in series if s.y and s.y > 0]
-    if marker and marker.y > 0:
-        ys.append(marker.y)
+    ys += [m.y for m in markers if m.y > 0]
     x0, x1 = math.log10(min(xs)), math.log10(max(xs))
-    y0, y1 = math.log10(min(ys) / 2), math.log10(max(ys) * 2)
+    if ylinear:
+        y0, y1 = ylinear
+    else:
+        y0, y1 = math.log10(min(ys) / 2), math.log10(max(ys) * 2)
 
     def px(x):
         return left + (math.log10(x) - x0) / (x1 - x0) * plot_w
 
     def py(y):
-        return top + (y1 - math.log10(y)) / (y1 - y0) * plot_h
+        return top + (y1 - (y if ylinear else math.log10(y))) / (y1 - y0) * plot_h
 
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
            f"viewBox='0 0 {width} {height}' role='img' aria-label='{_esc(title)}' "
@@ -66,16 +78,16 @@ def loglog_svg(series, marker: Marker | None, title: str, xlabel: str, ylabel: s
         out.append(f"<line x1='{x:.1f}' y1='{top}' x2='{x:.1f}' y2='{top + plot_h}' "
                    f"stroke='#DDDDDD'/><text x='{x:.1f}' y='{top + plot_h + 14}' font-size='11' "
                    f"text-anchor='middle' {FONT}>{_plain(value)}</text>")
-    for value in _ticks(y0, y1):
+    y_ticks = yticks if ylinear else [(value, _plain(value)) for value in _ticks(y0, y1)]
+    for value, text in y_ticks:
         y = py(value)
         out.append(f"<line x1='{left}' y1='{y:.1f}' x2='{left + plot_w}' y2='{y:.1f}' "
                    f"stroke='#DDDDDD'/><text x='{left - 5}' y='{y + 4:.1f}' font-size='11' "
-                   f"text-anchor='end' {FONT}>{_plain(value)}</text>")
+                   f"text-anchor='end' {FONT}>{_esc(text)}</text>")
     for s in series:                       # every value lies inside the axes: no clipping needed
-        out.append(_series_path(s, px, py, left, top, plot_w, plot_h))
-    if marker:
-        out.append(f"<circle cx='{px(marker.x):.1f}' cy='{py(marker.y):.1f}' r='5' "
-                   f"fill='{marker.colour}' stroke='#000000' stroke-width='1.2'/>")
+        out.append(_series_path(s, px, py, left, top, plot_w, plot_h, bool(ylinear)))
+    for m in markers:
+        out.append(_marker(m, px(m.x), py(m.y)))
     out.append(f"<rect x='{left}' y='{top}' width='{plot_w}' height='{plot_h}' fill='none' "
                f"stroke='#444444'/>")
     out.append(f"<text x='{left + plot_w / 2}' y='16' font-size='13' text-anchor='middle' "
@@ -88,8 +100,7 @@ def loglog_svg(series, marker: Marker | None, title: str, xlabel: str, ylabel: s
         x = left + (i % 2) * (plot_w / 2)
         y = top + plot_h + 48 + 17 * (i // 2)
         if isinstance(entry, Marker):
-            sample = (f"<circle cx='{x + 12}' cy='{y - 4}' r='5' fill='{entry.colour}' "
-                      f"stroke='#000000' stroke-width='1.2'/>")
+            sample = _marker(entry, x + 12, y - 4)
         else:
             sample = (f"<line x1='{x}' y1='{y - 4}' x2='{x + 24}' y2='{y - 4}' "
                       f"stroke='{entry.colour}' stroke-width='{entry.width}'"
@@ -100,7 +111,21 @@ def loglog_svg(series, marker: Marker | None, title: str, xlabel: str, ylabel: s
     return "".join(out)
 
 
-def _series_path(s, px, py, left, top, plot_w, plot_h) -> str:
+def _marker(m: Marker, cx: float, cy: float) -> str:
+    style = f"fill='{m.colour}' stroke='#000000' stroke-width='1.2'"
+    r = 5
+    if m.shape == "square":
+        return f"<rect x='{cx - r:.1f}' y='{cy - r:.1f}' width='{2 * r}' height='{2 * r}' {style}/>"
+    if m.shape == "triangle":
+        return (f"<polygon points='{cx:.1f},{cy - r - 1:.1f} {cx + r + 1:.1f},{cy + r:.1f} "
+                f"{cx - r - 1:.1f},{cy + r:.1f}' {style}/>")
+    if m.shape == "diamond":
+        return (f"<polygon points='{cx:.1f},{cy - r - 1:.1f} {cx + r + 1:.1f},{cy:.1f} "
+                f"{cx:.1f},{cy + r + 1:.1f} {cx - r - 1:.1f},{cy:.1f}' {style}/>")
+    return f"<circle cx='{cx:.1f}' cy='{cy:.1f}' r='{r}' {style}/>"
+
+
+def _series_path(s, px, py, left, top, plot_w, plot_h, ylinear=False) -> str:
     style = f"fill='none' stroke='{s.colour}' stroke-width='{s.width}'{_dash(s.dash)}"
     if s.y is not None:
         return f"<line x1='{left}' y1='{py(s.y):.1f}' x2='{left + plot_w}' " \
@@ -108,8 +133,9 @@ def _series_path(s, px, py, left, top, plot_w, plot_h) -> str:
     if s.x is not None:
         return f"<line x1='{px(s.x):.1f}' y1='{top}' x2='{px(s.x):.1f}' " \
                f"y2='{top + plot_h}' {style}/>"
-    points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(s.xs, s.ys) if x > 0 and y > 0)
-    return f"<polyline points='{points}' {style} stroke-linejoin='round'/>"
+    points = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in zip(s.xs, s.ys)
+                      if x > 0 and (ylinear or y > 0))
+    return f"<polyline points='{points}' {style} stroke-linejoin='round'/>" if points else ""
 
 
 def _ticks(low: float, high: float) -> list[float]:

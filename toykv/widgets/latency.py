@@ -9,6 +9,9 @@ from .cache_fill import CacheFill
 from .size_calculator import CONTEXTS, PASTE, VARIANTS, SizeCalculator
 
 
+MAX_REPEATS = 1000
+
+
 def _seconds(action) -> float:
     start = time.perf_counter()
     action()
@@ -20,8 +23,9 @@ def update_latency(repeats: int = 10) -> dict[str, float]:
     click, and a SizeCalculator control change (context, attention variant and model in turn).
 
     Widgets are built first (not timed): this is what a reader waits for after a click.
+    repeats is at most MAX_REPEATS (1,000: about a minute).
     """
-    repeats = validate.count("repeats", repeats, 1)
+    repeats = validate.count("repeats", repeats, 1, MAX_REPEATS)
     fill = CacheFill()
     steps = []
     for _ in range(repeats):                         # steps at growing context, wrapping round

@@ -13,10 +13,12 @@ import ipywidgets as widgets
 from .. import validate, zoo
 from . import size_calculator_view as view
 from ._controls import NumberText, Quiet, problem_text
+from .static_twin import size_calculator_html, twin_bundle
 from .size_report import (CONTEXTS, GPU_MEMORY_GIB, MAX_COUNT, PRECISIONS, VARIANTS,
                           default_kv_heads, model_from_config_json, size_report)
 
 PASTE = "paste a config.json"
+MAX_KV_HEADS = 100_000       # far above any model's heads; larger is a typo (checked first)
 
 __all__ = ["SizeCalculator", "PASTE", "CONTEXTS", "VARIANTS", "PRECISIONS"]
 
@@ -26,23 +28,22 @@ class SizeCalculator:
     .report (a SizeReport, None after a problem), .values (the report as a dict), .texts (its
     numbers as shown) and .message (a problem, or notes on the answer).
 
-    gpu_memory_gib is the GPU's memory as sold: "80 GB" on the box is 80 GiB (2^30 bytes);
-    gpu_gb is the same number under its old name, kept for chapter 4.
+    gpu_memory_gib is the GPU's memory as sold: "80 GB" on the box is 80 GiB (2^30 bytes),
+    from 0.01 to 10^6 GiB. batch is at most 10^9 sequences, kv_heads at most MAX_KV_HEADS
+    (and a divisor of the model's query heads).
     """
 
     def __init__(self, model: str = "llama-3.1-8b", variant: str = "as built",
                  kv_heads: int | None = None, bytes_per_value=2, context: int = 8192,
-                 batch: int = 16, gpu_memory_gib=None, config_json: str = "", *, gpu_gb=None):
-        if gpu_memory_gib is not None and gpu_gb is not None:
-            raise ValueError("give gpu_memory_gib or its old name gpu_gb, not both")
-        gpu = next((g for g in (gpu_memory_gib, gpu_gb) if g is not None), 80)
+                 batch: int = 16, gpu_memory_gib=80, config_json: str = ""):
+        gpu = gpu_memory_gib
         if model != PASTE:
             zoo.get(model)                                    # KeyError for an unknown name
         validate.choice("variant", variant, [key for _, key in VARIANTS])
         validate.choice("bytes_per_value", bytes_per_value, [b for _, b in PRECISIONS])
         validate.choice("context", context, CONTEXTS)
         validate.count("batch", batch, 1, MAX_COUNT)
-        validate.optional_count("kv_heads", kv_heads, 1)
+        validate.optional_count("kv_heads", kv_heads, 1, MAX_KV_HEADS)
         validate.number("gpu_memory_gib", gpu, GPU_MEMORY_GIB[0], allow_minimum=True,
                         maximum=GPU_MEMORY_GIB[1])
         self._quiet = Quiet()
@@ -175,7 +176,6 @@ class SizeCalculator:
                 f"{t['bytes_per_token']} per token, whole batch {t['batch_bytes']}")
 
     def _repr_mimebundle_(self, **kwargs):
-        """Display the widget (a bare SizeCalculator() at the end of a cell shows it)."""
-        bundle = self.widget._repr_mimebundle_(**kwargs)
-        bundle["text/plain"] = repr(self)
-        return bundle
+        """Display the widget (a bare SizeCalculator() at the end of a cell shows it), with a
+        readable text form and, in the book build, its static twin."""
+        return twin_bundle(self.widget, repr(self), lambda: size_calculator_html(self))

@@ -1,0 +1,328 @@
+"""Checks of the widgets' static twins in a browser page, shared by tests/test_static_twins.py
+(a page made from the twins alone) and tests/live_widgets_check.py (the built book's pages).
+
+Each check takes the twin's root element (a playwright Locator of [data-live=...]), operates
+it as a reader would (select options, arrow keys on the sliders, Enter in number boxes,
+clicks) or calls the page's own arithmetic over a full grid, and compares what the page
+shows (data-value) with toykv: size_report, sizing.kv_share, a FillStepper run alongside and
+toykv.flops. A mismatch raises AssertionError naming the case.
+"""
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+from toykv import flops, sizing, zoo
+from toykv.widgets import FillStepper, size_report
+from toykv.widgets import size_calculator_view
+from toykv.widgets.share_explorer import SHARE_CONTEXTS
+from toykv.widgets.size_report import CONTEXTS, PRECISIONS, VARIANTS, variant_model
+
+FIELDS = ("values_per_token", "bytes_per_token", "sequence_bytes", "batch_bytes", "gpu_bytes",
+          "gpus_of_kv", "weight_bytes", "active_weight_bytes", "sequences_fit", "weights_fit",
+          "kv_share", "relative_decode_speed", "bytes_per_token_at_context")
+BATCHES = (1, 16, 10 ** 9)
+GPUS = (80, 24, 0.01, 141.5, 10 ** 6)
+TWIN_LIMIT = 300_000          # bytes a twin may add to its page
+
+
+def _same(expected, shown) -> bool:
+    if isinstance(expected, bool):
+        return shown in (expected, str(expected).lower())
+    if isinstance(expected, int):
+        return int(shown) == expected
+    return float(shown) == expected
+
+
+def twin_bytes(root) -> int:
+    """Bytes of the twin's HTML in the page: what it adds to the page's weight."""
+    return root.evaluate("root => new TextEncoder().encode(root.outerHTML).length")
+
+
+# -- size calculator -------------------------------------------------------------------------
+def calculator_grid(root) -> int:
+    """The page's arithmetic for every zoo model x variant x precision x context x batch (GPU
+    memory in turn): bytes, share and fit against toykv.sizing for every case, and every
+    field of size_report (the variant rows too) where the batch is 16. Returns the cases."""
+    grid = []
+    for m, name in enumerate(zoo.names()):
+        for v, (_, variant) in enumerate(VARIANTS):
+            for b, (_, precision) in enumerate(PRECISIONS):
+                for c, context in enumerate(CONTEXTS):
+                    for batch in BATCHES:
+                        gpu = GPUS[(m + v + b + c + batch) % len(GPUS)]
+                        grid.append((name, variant, precision, context, batch, gpu))
+    got = root.evaluate("""(root, [grid, fields]) => {
+      const data = window.toykvLive.data(root);
+      return grid.map(([model, variant, precision, context, batch, gpu]) => {
+        const m = data.models.find(e => e.key === model);
+        const r = window.toykvLive.sizeCalculatorReport(data, {model, variant,
+          kvHeads: m.gqa_default, precision: String(precision), context: BigInt(context),
+          batch: BigInt(batch), gpu}, {curves: false});
+        const out = fields.map(k => typeof r[k] === 'bigint' ? r[k].toString() : r[k]);
+        if (batch === 16) out.push(r.variants.map(row => row.fits ? [row.key,
+          String(row.batch_bytes), String(row.bytes_per_token), row.share_of_mha]
+          : [row.key, null, null, null]));
+        return out;
+      });
+    }""", [[list(g) for g in grid], list(FIELDS)])
+    assert len(got) == len(grid)
+    sized = {(name, variant): variant_model(zoo.get(name), variant)
+             for name in zoo.names() for _, variant in VARIANTS}
+    for case, page in zip(grid, got):
+        name, variant, b, S, B, gpu = case
+        shown = dict(zip(FIELDS, page))
+        model, config = sized[name, variant], sized[name, variant].config
+        gpu_bytes = int(Fraction(gpu) * 2 ** 30)
+        expected = {"values_per_token": sizing.kv_values_per_token(config),
+                    "bytes_per_token": sizing.kv_bytes_per_token(config, b),
+                    "sequence_bytes": sizing.kv_cache_bytes(config, S, 1, b),
+                    "batch_bytes": sizing.kv_cache_bytes(config, S, B, b),
+                    "gpu_bytes": gpu_bytes,
+                    "weight_bytes": sizing.weight_bytes(model.total_params, 2),
+                    "active_weight_bytes": sizing.weight_bytes(model.active_params, 2),
+                    "sequences_fit": sizing.sequences_that_fit(model, S, gpu_bytes, b, 2),
+                    "kv_share": sizing.kv_share(model, S, B, b, 2),
+                    "relative_decode_speed": sizing.relative_decode_speed(model, S, B, b, 2)}
+        for field, value in expected.items():
+            assert _same(value, shown[field]), (case, field, shown[field])
+        if B != 16:
+            continue
+        r = size_report(zoo.get(name), variant, b, S, B, gpu, curve_contexts=(1024,))
+        for field in FIELDS:
+            assert _same(getattr(r, field), shown[field]), (case, field, shown[field])
+        rows = [[row.key, None if row.batch_bytes is None else str(row.batch_bytes),
+                 None if row.bytes_per_token is None else str(row.bytes_per_token),
+                 row.share_of_mha] for row in r.variants]
+        assert page[-1] == rows, case
+    return len(grid)
+
+
+def calculator_curves(root) -> None:
+    """The plotted curves (the model as built and a variant) equal size_report's."""
+    names = ["gemma-3-27b", "qwen3-next-80b-a3b", "mistral-7b-v0.1", "deepseek-v3"]
+    got = root.evaluate("""(root, names) => {
+      const data = window.toykvLive.data(root);
+      return names.map(model => {
+        const r = window.toykvLive.sizeCalculatorReport(data, {model, variant: 'mqa', kvHeads: 1,
+          precision: '1', context: 8192n, batch: 3n, gpu: 80});
+        return [r.curve_bytes.map(String), r.curve_bytes_as_built.map(String)];
+      });
+    }""", names)
+    for name, (curve, built) in zip(names, got):
+        r = size_report(zoo.get(name), "mqa", 1, 8192, 3, 80)
+        assert list(map(int, curve)) == list(r.curve_bytes), name
+        assert list(map(int, built)) == list(r.curve_bytes_as_built), name
+
+
+def calculator_gqa_heads(root) -> None:
+    """GQA with every KV-head count the page offers, for every model."""
+    got = root.evaluate("""(root) => {
+      const data = window.toykvLive.data(root);
+      return data.models.flatMap(m => Object.keys(m.gqa).map(k => [m.key, Number(k),
+        String(window.toykvLive.sizeCalculatorReport(data, {model: m.key, variant: 'gqa',
+          kvHeads: Number(k), precision: '2', context: 32768n, batch: 7n, gpu: 80})
+          .batch_bytes)]));
+    }""")
+    assert len(got) > len(zoo.names())
+    for name, k, batch_bytes in got:
+        expected = size_report(zoo.get(name), "gqa", 2, 32768, 7, 80, kv_heads=k).batch_bytes
+        assert int(batch_bytes) == expected, (name, k)
+
+
+def figures(root) -> dict:
+    """{quantity: data-value} of the calculator's figures."""
+    return root.evaluate("""root => Object.fromEntries([...root.querySelectorAll(
+      '[data-part=numbers] [data-quantity]')].map(e => [e.dataset.quantity, e.dataset.value]))""")
+
+
+def check_figures(shown: dict, report) -> None:
+    assert shown, "no figures shown"
+    for field, value in shown.items():
+        assert _same(getattr(report, field), value), (report.model, field, value)
+    assert "values_per_token" in shown and "relative_decode_speed" in shown
+
+
+def _slide_to(slider, index) -> None:
+    """Arrow keys from where the slider stands to `index`: one position per press, as a
+    reader moves it."""
+    slider.focus()
+    here = int(slider.input_value())
+    for _ in range(abs(index - here)):
+        slider.press("ArrowRight" if index > here else "ArrowLeft")
+    assert int(slider.input_value()) == index
+
+
+def calculator_controls(root, cases: int = 12, seed: int = 0) -> int:
+    """Moves of every control as a reader makes them, each checked against size_report
+    (and the whole batch's text against the kernel widget's format)."""
+    c = lambda name: root.locator(f"[data-control={name}]")      # noqa: E731
+    slider = c("context")
+    slider.focus()
+    slider.press("Home")
+    assert slider.get_attribute("data-value") == str(CONTEXTS[0])
+    slider.press("ArrowRight")
+    assert slider.get_attribute("data-value") == str(CONTEXTS[1])
+    slider.press("End")
+    assert slider.get_attribute("data-value") == str(CONTEXTS[-1])
+    slider.press("ArrowLeft")
+    assert slider.get_attribute("data-value") == str(CONTEXTS[-2])
+    rng = random.Random(seed)
+    for _ in range(cases):
+        model = rng.choice(zoo.names())
+        variant = rng.choice([key for _, key in VARIANTS])
+        label, precision = rng.choice(PRECISIONS)
+        index = rng.randrange(len(CONTEXTS))
+        batch = rng.choice([1, 3, 16, 1000, 10 ** 9])
+        gpu = rng.choice([80, 24, 141.5, 0.5, 10 ** 6])
+        c("model").select_option(model)
+        c("attention").select_option(variant)
+        kv_heads = None
+        if variant == "gqa":
+            options = c("kv_heads").evaluate("s => [...s.options].map(o => o.value)")
+            kv_heads = int(rng.choice(options))
+            c("kv_heads").select_option(str(kv_heads))
+        c("precision").select_option(str(precision))
+        _slide_to(slider, index)
+        c("batch").fill(str(batch))
+        c("batch").press("Enter")
+        c("gpu_memory_gib").fill(str(gpu))
+        c("gpu_memory_gib").press("Enter")
+        report = size_report(zoo.get(model), variant, precision, CONTEXTS[index], batch, gpu,
+                             kv_heads=kv_heads)
+        check_figures(figures(root), report)
+        shown = root.locator("[data-part=numbers] [data-quantity=batch_bytes]").inner_text()
+        texts = size_calculator_view.texts(report)
+        assert shown == texts["batch_bytes"], (model, shown, texts["batch_bytes"])
+        assert root.locator("[data-quantity=kv_share]").inner_text() == texts["kv_share"]
+    return cases
+
+
+def calculator_bad_input(root) -> None:
+    """Bad numbers show a message and no figures; a good number brings them back."""
+    c = lambda name: root.locator(f"[data-control={name}]")      # noqa: E731
+    for box, text, words in [("batch", "2.5", "batch must be a whole number"),
+                             ("batch", "0", "from 1 to 1,000,000,000"),
+                             ("batch", "1000000001", "batch"),
+                             ("gpu_memory_gib", "0.001", "gpu_memory_gib must be a number >= 0.01"),
+                             ("gpu_memory_gib", "", "gpu_memory_gib")]:
+        c(box).fill(text)
+        c(box).press("Enter")
+        assert words in root.locator("[data-part=message]").inner_text(), (box, text)
+        assert root.get_attribute("data-state") == "problem" and not figures(root)
+        c("batch").fill("16")
+        c("gpu_memory_gib").fill("80")
+        c("gpu_memory_gib").press("Enter")
+        assert root.get_attribute("data-state") == "ok" and figures(root)
+
+
+# -- share explorer --------------------------------------------------------------------------
+def share_grid(root) -> int:
+    """The page's share for every zoo model at every context (and some far beyond)."""
+    contexts = list(SHARE_CONTEXTS) + [1, 4095, 4096, 4097, 10 ** 9, 2 ** 62]
+    got = root.evaluate("""(root, contexts) => {
+      const data = window.toykvLive.data(root);
+      return data.models.map(m => [m.key, contexts.map(n => window.toykvLive.kvShare(m,
+        BigInt(n)))]);
+    }""", contexts)
+    assert [name for name, _ in got] == zoo.names()
+    for name, shares in got:
+        assert shares == [sizing.kv_share(zoo.get(name), n) for n in contexts], name
+    return len(got) * len(contexts)
+
+
+def _readings(root) -> list:
+    return root.evaluate("""root => [...root.querySelectorAll('[data-quantity]')].map(e =>
+      [e.dataset.model, e.dataset.quantity, Number(e.dataset.value)])""")
+
+
+def share_controls(root) -> None:
+    slider, models = root.locator("[data-control=context]"), root.locator("[data-control=models]")
+    slider.focus()
+    slider.press("End")
+    assert slider.get_attribute("data-value") == str(SHARE_CONTEXTS[-1])
+    for chosen, index in [(["kimi-k2", "gpt-oss-120b"], len(SHARE_CONTEXTS) - 1),
+                          (["llama-2-7b", "mistral-7b-v0.1", "qwen3-next-80b-a3b"], 20),
+                          (zoo.names()[:6], 0)]:
+        models.select_option(chosen)
+        _slide_to(slider, index)
+        context = SHARE_CONTEXTS[index]
+        assert slider.get_attribute("data-value") == str(context)
+        expected = []
+        for name in chosen:
+            share = sizing.kv_share(zoo.get(name), context)
+            expected += [[name, "kv_share", share], [name, "relative_decode_speed", 1 - share]]
+        assert sorted(_readings(root)) == sorted(expected), (chosen, context)
+    models.select_option(zoo.names()[:7])
+    assert "choose 1 to 6 models" in root.locator("[data-part=message]").inner_text()
+    models.select_option(["qwen3-0.6b"])
+    assert root.get_attribute("data-state") == "ok" and len(_readings(root)) == 2
+
+
+# -- cache fill --------------------------------------------------------------------------
+def fill_state(root) -> tuple[list, dict]:
+    cells = root.evaluate("""root => [...root.querySelectorAll('[data-part=grid] tr')].slice(1)
+      .map(tr => [...tr.querySelectorAll('td')].map(td => td.dataset.state))""")
+    shown = root.evaluate("""root => Object.fromEntries([...root.querySelectorAll(
+      '[data-quantity]')].map(e => [e.dataset.quantity, e.dataset.value]))""")
+    return cells, shown
+
+
+def same_as(stepper, root) -> None:
+    cells, shown = fill_state(root)
+    where = (stepper.prompt_len, stepper.positions)
+    assert cells == stepper.cells, where
+    assert int(shown["cached_positions"]) == stepper.positions, where
+    assert int(shown["flops_cached"]) == stepper.flops_cached, where
+    assert int(shown["flops_uncached"]) == stepper.flops_uncached, where
+    assert float(shown["max_abs_logit_diff"]) == stepper.max_abs_diff, where
+    config, n = stepper.model.config, stepper.positions
+    if stepper.phase == "decode":
+        assert stepper.flops_cached == flops.cached_step_flops(config, n, stepper.model.absorb)
+    assert stepper.flops_uncached == flops.full_pass_flops(config, n, stepper.model.absorb)
+
+
+def cache_fill_clicks(root, stepper: FillStepper | None = None, lengths=None) -> int:
+    """Step to the last position and Reset, for every recorded prompt length (or those in
+    `lengths`), by mouse and by keyboard, each state against a FillStepper run alongside;
+    returns the states checked."""
+    data = root.evaluate("root => window.toykvLive.data(root)")
+    if stepper is None:
+        assert data["default_model"], "the twin's model is not the default: pass a stepper"
+        stepper = FillStepper(prompt_len=data["state"]["prompt_len"],
+                              max_positions=data["limit"], seed=data["seed"],
+                              steps=data["state"]["step"], kv_dtype=data["kv_dtype"])
+    step, reset = root.locator("[data-control=step]"), root.locator("[data-control=reset]")
+    same_as(stepper, root)
+    checked = 1
+    runs = [r for r in data["runs"] if lengths is None or r["prompt_len"] in lengths]
+    for k, run in enumerate(runs):
+        root.locator("[data-control=prompt_length]").select_option(str(run["prompt_len"]))
+        stepper.reset(run["prompt_len"])
+        same_as(stepper, root)
+        while not stepper.at_limit:
+            if k % 2:
+                step.focus()
+                step.press("Enter")
+            else:
+                step.click()
+            stepper.step()
+            same_as(stepper, root)
+            checked += 1
+        assert step.is_disabled() and f"fills all {stepper.limit} positions" in root.inner_text()
+        reset.click()
+        stepper.reset()
+        same_as(stepper, root)
+        assert not step.is_disabled()
+    return checked
+
+
+def labelled_controls(page) -> None:
+    """Every control has a label (buttons their text), and ids are unique."""
+    unlabelled = page.evaluate("""() => [...document.querySelectorAll('.toykv-live [data-control]')]
+      .filter(e => e.tagName !== 'BUTTON' && !(e.labels && e.labels.length))
+      .map(e => e.dataset.control)""")
+    assert unlabelled == [], unlabelled
+    ids = page.evaluate("""() => [...document.querySelectorAll('[id^=toykv-]')]
+      .map(e => e.id).filter(id => document.querySelectorAll('[id="' + id + '"]').length > 1)""")
+    assert ids == [], f"ids used more than once: {ids}"
