@@ -5,7 +5,7 @@ import pytest
 from conftest import BASE, MLA, batch_ids, kv_formula, make_model
 from conftest import token_ids as ids
 
-from toykv import KVCache, ModelConfig, ToyTransformer, source_toy
+from toykv import KVCache, ModelConfig, ToyTransformer, generate, source_toy
 from toykv.sizing import kv_cache_bytes
 
 
@@ -179,7 +179,7 @@ def test_cache_from_another_config_is_rejected():
     cache = other.new_cache()
     with pytest.raises(ValueError, match="config"):
         model.forward([1, 2], cache)
-    with pytest.raises(ValueError, match="config"):
+    with pytest.raises(ValueError, match="cache must be a toykv.KVCache, got str"):
         model.forward([1, 2], "not a cache")
 
 
@@ -301,8 +301,7 @@ def test_cache_of_another_model_is_refused_even_with_an_equal_config():
     with pytest.raises(ValueError, match="another ToyTransformer"):
         b.forward([4], cache)
     with pytest.raises(ValueError, match="another ToyTransformer"):
-        b.attention(np.zeros((1, BASE["d_model"]), np.float32), b.layers[0], 0,
-                    np.array([3]), cache)
+        generate(b, [4], 2, cache=cache)                # refused before any step
     assert len(cache) == 3
     direct = KVCache(a.config)                          # made by hand: the first user owns it
     b.forward([1], direct)

@@ -39,7 +39,9 @@ def test_copy_holds_the_same_tokens(name, kv_dtype):
     twin = cache.copy()
     assert twin is not cache and len(twin) == len(cache) == len(PREFIX)
     assert twin.nbytes == cache.nbytes and twin.kv_dtype == kv_dtype
-    assert twin.capacity == cache.capacity and twin.batch is None
+    assert twin.batch is None                        # room for twice what it holds, per layer:
+    assert twin.capacity == [min(2 * len(PREFIX), spec.window or 10**9)
+                             for spec in model.config.layers]
     assert_same(twin, cache)
     for mine, theirs in zip(cache.layers, twin.layers):      # arrays of its own
         for key in mine:
@@ -114,10 +116,11 @@ def test_copy_copies_only_the_held_slots():
     for arrays in cache.layers:                  # stray values past the held slots
         for array in arrays.values():
             array[len(PREFIX):] = 1.0
-    twin = cache.copy()
-    for arrays in twin.layers:
-        for array in arrays.values():
-            assert not array[len(PREFIX):].any()
+    twin = cache.copy(capacity=len(PREFIX))      # room for exactly what is held
+    assert twin.allocated_nbytes == twin.nbytes == cache.nbytes
+    for arrays, mine in zip(twin.layers, cache.layers):
+        for name, array in arrays.items():       # the held slots, and nothing else
+            np.testing.assert_array_equal(array, mine[name][:len(PREFIX)])
 
 
 def test_copy_belongs_to_the_same_model():

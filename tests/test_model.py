@@ -11,6 +11,7 @@ from conftest import (BASE, KV_DTYPES, MLA, VARIANTS, batch_ids, config, make_mo
 
 from toykv import ModelConfig, ToyTransformer, generate, zoo
 from toykv.model import Layer, weight_shapes
+from toykv import ops
 from toykv.ops import FEW_OUTPUTS, Ops
 
 # -- the independent reference (tests/conftest.py: per-head loops in float64) --------------
@@ -499,3 +500,37 @@ def test_fixed_order_sum_is_front_to_back():
     assert np.array_equal(Ops(exact=True).sum_last(x), expected)
     assert np.array_equal(Ops(exact=True).sum_last(x[0]), expected[0])       # 1-D as well
     assert not np.array_equal(x.sum(axis=-1, keepdims=True), expected)       # pairwise differs
+
+
+# -- shared keys are read once per step: one product over the heads that share them ----------
+
+@pytest.mark.parametrize("name, shared", [("gqa", 2), ("mqa", 2), ("mla_absorbed", 3),
+                                          ("mha", 0)])
+def test_long_shared_keys_are_read_once_for_every_head_that_shares_them(name, shared,
+                                                                       monkeypatch):
+    """With the threshold at 0 every product over keys shared by several query heads is one
+    stacked product (MHA shares nothing); the logits stay those of one product per head."""
+    model = make_model(name)
+    cache, same = model.new_cache(), model.new_cache()
+    model.forward(token_ids(20), cache)
+    model.forward(token_ids(20), same)
+    per_head = model.forward([3], same)
+    calls = []
+    real = ops.stacked_matmul
+    monkeypatch.setattr(ops, "SHARED_BYTES", 0)
+    monkeypatch.setattr(ops, "stacked_matmul", lambda a, b: calls.append(b.shape) or real(a, b))
+    stacked = model.forward([3], cache)
+    assert len(calls) == shared * model.config.n_layers
+    assert all(b[-3] == 1 for b in calls)                 # one matrix serving a group
+    assert np.abs(stacked - per_head).max() <= 1e-5 * np.abs(per_head).max()  # float32 rounding
+
+
+def test_stacked_matmul_is_the_broadcast_product():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3, 4, 5, 8)).astype(np.float32)    # [B, H_kv, G, m, k]
+    b = rng.standard_normal((2, 3, 1, 8, 7)).astype(np.float32)    # [B, H_kv, 1, k, n]
+    np.testing.assert_allclose(ops.stacked_matmul(a, b), np.matmul(a, b), rtol=1e-6)
+    assert ops.stacked_matmul(a, b).shape == (2, 3, 4, 5, 7)
+    assert not ops.shared_operand(a, b)                   # 224 bytes: read per matrix
+    keys = np.zeros((3, 1, 64, 16384), np.float32)        # chapter 7's GQA at 16K: 4 MiB a head
+    assert ops.shared_operand(np.zeros((3, 4, 1, 64), np.float32), keys)

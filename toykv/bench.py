@@ -30,14 +30,12 @@ import time
 import numpy as np
 
 from . import roofline
-from .config import ModelConfig, source_toy
+from .config import ModelConfig, bench_toy, source_toy
 from .flops import cached_step_flops, forward_flops
 from .generate import decode_steps
 from .model import Layer, ToyTransformer
 
-# ~0.57 GB of float32 weights: 8 x (4 D^2 + 3 D d_ff) + vocab x D = 143M parameters
-DECODE_CONFIG = ModelConfig(vocab_size=8192, d_model=1024, n_layers=8, n_heads=16, d_ff=4096,
-                            max_seq_len=1024)
+DECODE_CONFIG = bench_toy()         # ~0.57 GB of float32 weights (toykv.config.bench_toy)
 PROMPT_LEN = 512                    # prefill length, and the context decode starts from
 DECODE_ROUNDS, STEPS_PER_ROUND = 5, 12    # each round: measure bandwidth, then time 12 steps
 PREFILL_ROUNDS = 3                  # each round: measure matmul peak, then time one prefill

@@ -7,9 +7,10 @@ F = d_ff, |V| = vocab_size, w = sliding_window, r = kv_lora_rank, d_h^R = rope_h
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-from . import validate
+from . import layers, validate
 
 ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
 LAYER_KINDS = ("full", "sliding", "linear")
@@ -34,6 +35,29 @@ class DerivedKind(str):
 
     def __repr__(self) -> str:
         return str.__repr__(self)
+
+
+class ConfigError(ValueError):
+    """A rule of ModelConfig broken. `fields` names the fields it concerns, so a loader can
+    say where they came from (a config.json field, a GGUF key) without reading the message."""
+
+    def __init__(self, message: str, fields: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.fields = tuple(fields)
+
+
+def _fail(message: str, *fields: str):
+    raise ConfigError(message, fields)
+
+
+def _field(name: str, check, *args):
+    """check(name, value, *args) of one field, its ValueError as a ConfigError naming it."""
+    def run(value):
+        try:
+            return check(name, value, *args)
+        except ValueError as err:
+            raise ConfigError(str(err), (name,)) from None
+    return run
 
 
 def _given(value):
@@ -79,26 +103,25 @@ class ModelConfig:
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_seq_len"):
-            self._set(name, validate.count(name, getattr(self, name), 1))
-        self._set("n_layers", validate.count("n_layers", self.n_layers, 1, MAX_LAYERS))
+            self._set(name, _field(name, validate.count, 1)(getattr(self, name)))
+        self._set("n_layers", _field("n_layers", validate.count, 1, MAX_LAYERS)(self.n_layers))
         for name in ("kv_lora_rank", "rope_head_dim", "sliding_window"):
-            self._set(name, validate.optional_count(name, getattr(self, name), 1))
+            self._set(name, _field(name, validate.optional_count, 1)(getattr(self, name)))
         for name in ("n_kv_heads", "head_dim"):
-            self._set(name, validate.optional_count(name, _given(getattr(self, name)), 1))
-        self._set("rope_theta", validate.number("rope_theta", self.rope_theta))
-        self._set("norm_eps", validate.number("norm_eps", self.norm_eps))
-        self._set("linear_state_values",
-                  validate.count("linear_state_values", self.linear_state_values, 0))
-        validate.flag("tie_embeddings", self.tie_embeddings)
+            self._set(name, _field(name, validate.optional_count, 1)(_given(getattr(self, name))))
+        self._set("rope_theta", _field("rope_theta", validate.number)(self.rope_theta))
+        self._set("norm_eps", _field("norm_eps", validate.number)(self.norm_eps))
+        self._set("linear_state_values", _field("linear_state_values", validate.count, 0)(
+            self.linear_state_values))
+        _field("tie_embeddings", validate.flag)(self.tie_embeddings)
 
         attention = _given(self.attention)
         if attention is not None:
-            validate.choice("attention", attention, ATTENTION_KINDS)
+            _field("attention", validate.choice, ATTENTION_KINDS)(attention)
         if self.head_dim is None:
             if self.d_model % self.n_heads:
-                raise ValueError(
-                    f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}) "
-                    "unless head_dim is given")
+                _fail(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads}) "
+                      "unless head_dim is given", "d_model", "n_heads")
             self._set("head_dim", Derived(self.d_model // self.n_heads))
         if attention == "mla":
             self._check_mla()
@@ -111,36 +134,38 @@ class ModelConfig:
 
     def _check_kv_heads(self, attention):
         if self.kv_lora_rank is not None or self.rope_head_dim is not None:
-            raise ValueError("kv_lora_rank and rope_head_dim are for attention='mla' only")
+            _fail("kv_lora_rank and rope_head_dim are for attention='mla' only",
+                  "kv_lora_rank", "rope_head_dim", "attention")
         if self.head_dim % 2:
-            raise ValueError(f"head_dim must be even: RoPE rotates pairs of values, "
-                             f"got {self.head_dim}")
+            _fail(f"head_dim must be even: RoPE rotates pairs of values, got {self.head_dim}",
+                  "head_dim")
         n_kv = self.n_kv_heads
         if n_kv is None:
             if attention == "gqa":
-                raise ValueError("attention='gqa' needs n_kv_heads (1 < n_kv_heads < n_heads)")
+                _fail("attention='gqa' needs n_kv_heads (1 < n_kv_heads < n_heads)",
+                      "attention", "n_kv_heads")
             n_kv = Derived(1 if attention == "mqa" else self.n_heads)
             self._set("n_kv_heads", n_kv)
         if self.n_heads % n_kv:
-            raise ValueError(
-                f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({n_kv})")
+            _fail(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({n_kv})",
+                  "n_heads", "n_kv_heads")
         kind = "mha" if n_kv == self.n_heads else "mqa" if n_kv == 1 else "gqa"
         if attention is not None and attention != kind:
-            raise ValueError(
-                f"attention={attention!r} does not match n_kv_heads={n_kv} with "
-                f"n_heads={self.n_heads} (that is {kind!r})")
+            _fail(f"attention={attention!r} does not match n_kv_heads={n_kv} with "
+                  f"n_heads={self.n_heads} (that is {kind!r})", "attention", "n_kv_heads",
+                  "n_heads")
         self._set("attention", attention if attention is not None else DerivedKind(kind))
 
     def _check_mla(self):
         for name in ("kv_lora_rank", "rope_head_dim"):
             if getattr(self, name) is None:
-                raise ValueError(f"attention='mla' needs {name} (a positive integer)")
+                _fail(f"attention='mla' needs {name} (a positive integer)", name)
         if self.n_kv_heads is not None and self.n_kv_heads != self.n_heads:
-            raise ValueError(
-                f"attention='mla' decompresses K and V for every head: n_kv_heads must be "
-                f"None or n_heads ({self.n_heads}), got {self.n_kv_heads}")
+            _fail(f"attention='mla' decompresses K and V for every head: n_kv_heads must be "
+                  f"None or n_heads ({self.n_heads}), got {self.n_kv_heads}", "n_kv_heads")
         if self.rope_head_dim % 2:
-            raise ValueError(f"rope_head_dim must be even for RoPE, got {self.rope_head_dim}")
+            _fail(f"rope_head_dim must be even for RoPE, got {self.rope_head_dim}",
+                  "rope_head_dim")
         if self.n_kv_heads is None:
             self._set("n_kv_heads", Derived(self.n_heads))
 
@@ -148,19 +173,21 @@ class ModelConfig:
         if self.layer_types is None:
             return
         if isinstance(self.layer_types, str) or not hasattr(self.layer_types, "__len__"):
-            raise ValueError(f"layer_types must be a list or tuple of {LAYER_KINDS}, "
-                             f"got {self.layer_types!r}")
+            _fail(f"layer_types must be a list or tuple of {LAYER_KINDS}, "
+                  f"got {self.layer_types!r}", "layer_types")
         types = tuple(self.layer_types)
         if len(types) != self.n_layers:
-            raise ValueError(
-                f"layer_types has {len(types)} entries but n_layers is {self.n_layers}")
+            _fail(f"layer_types has {len(types)} entries but n_layers is {self.n_layers}",
+                  "layer_types", "n_layers")
         bad = sorted({repr(t) for t in types if not isinstance(t, str) or t not in LAYER_KINDS})
         if bad:
-            raise ValueError(f"layer_types entries must be in {LAYER_KINDS}, got {bad}")
+            _fail(f"layer_types entries must be in {LAYER_KINDS}, got {bad}", "layer_types")
         if "sliding" in types and self.sliding_window is None:
-            raise ValueError("layer_types has 'sliding' layers but sliding_window is not set")
+            _fail("layer_types has 'sliding' layers but sliding_window is not set",
+                  "layer_types", "sliding_window")
         if "linear" in types and self.linear_state_values <= 0:
-            raise ValueError("layer_types has 'linear' layers: linear_state_values must be > 0")
+            _fail("layer_types has 'linear' layers: linear_state_values must be > 0",
+                  "layer_types", "linear_state_values")
         self._set("layer_types", types)
 
     # -- derived quantities -------------------------------------------------
@@ -176,7 +203,29 @@ class ModelConfig:
             return self.layer_types
         return ("sliding" if self.sliding_window else "full",) * self.n_layers
 
+    @functools.cached_property
+    def layers(self) -> tuple:
+        """Each layer described once (toykv.layers.describe): its kind, window, cache entries,
+        weight shapes, the positions it holds at a context, its FLOPs."""
+        return layers.describe(self)
 
+    @functools.cached_property
+    def layer_groups(self) -> list:
+        """(spec, number of layers) per distinct layer (toykv.layers.groups)."""
+        return layers.groups(self)
+
+
+def check_config(config, name: str = "config") -> ModelConfig:
+    """config, if it is a ModelConfig; else a ValueError that says what was given instead."""
+    if isinstance(config, ModelConfig):
+        return config
+    hint = ""
+    if isinstance(getattr(config, "config", None), ModelConfig):      # a model or a cache
+        hint = f" (a {type(config).__name__}: pass its .config)"
+    raise ValueError(f"{name} must be a toykv.ModelConfig, got {type(config).__name__}{hint}")
+
+
+# -- the course's toy models: one place for each --------------------------------------------
 def source_toy(**changes) -> ModelConfig:
     """The blog post's toy (references.bib: source_blog_numpy_toy): 2 layers, d_model 128,
     8 heads of 16, MLP 512, vocab 512."""
@@ -185,4 +234,38 @@ def source_toy(**changes) -> ModelConfig:
     return ModelConfig(**base)
 
 
-__all__ = ["ModelConfig", "ATTENTION_KINDS", "LAYER_KINDS", "source_toy"]
+def recap_toy(**changes) -> ModelConfig:
+    """Chapter 1's model, small enough to print: d_model 32, 4 heads of 8, 2 layers, d_ff 64,
+    vocab 64 (its self-checks rebuild it from here)."""
+    return ModelConfig(**{**dict(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64),
+                          **changes})
+
+
+def decode_toy(max_seq_len: int = 4096) -> ModelConfig:
+    """Chapters 5 and 6's model: 6 layers, d_model 1024, 16 query heads of 64 and 4 KV heads
+    (GQA), d_ff 2816, vocab 8192. About 84M parameters, 0.3 GB of float32 weights a decode
+    step reads: far above a CPU's last-level cache, so the weights stream from memory."""
+    return ModelConfig(vocab_size=8192, d_model=1024, n_layers=6, n_heads=16, n_kv_heads=4,
+                       d_ff=2816, max_seq_len=validate.count("max_seq_len", max_seq_len, 1))
+
+
+def long_context_toy(max_seq_len: int = 16_448) -> ModelConfig:
+    """Chapters 7 and 8's toy: 4 layers, d_model 768, 12 heads of 64, d_ff 2048, vocab 2048.
+
+    About 30M parameters, 120 MB in float32: well above a CPU's last-level cache, so a decode
+    step streams its weights from memory. Its MHA cache at 16,384 tokens is 3.4 times that.
+    """
+    return ModelConfig(vocab_size=2048, d_model=768, n_layers=4, n_heads=12, d_ff=2048,
+                       max_seq_len=validate.count("max_seq_len", max_seq_len, 1))
+
+
+def bench_toy() -> ModelConfig:
+    """The benchmark's decode model (python -m toykv.bench, sections 1, 2 and 8): 8 layers,
+    d_model 1024, 16 heads, d_ff 4096, vocab 8192; ~0.57 GB of float32 weights (143M
+    parameters: 8 x (4 D^2 + 3 D d_ff) + vocab x D)."""
+    return ModelConfig(vocab_size=8192, d_model=1024, n_layers=8, n_heads=16, d_ff=4096,
+                       max_seq_len=1024)
+
+
+__all__ = ["ModelConfig", "ConfigError", "check_config", "ATTENTION_KINDS", "LAYER_KINDS",
+           "source_toy", "recap_toy", "decode_toy", "long_context_toy", "bench_toy"]

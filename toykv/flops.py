@@ -16,53 +16,36 @@ L 2 S D F, and GQA/MQA shrink the K and V projections (H_kv < H).
 from __future__ import annotations
 
 from . import validate
-from .config import ModelConfig
+from .config import ModelConfig, check_config
+
+MAX_STEPS = 1_000_000       # generation_flops lists one count per step: a bound on its length
 
 
 def keys_attended(config: ModelConfig, layer: int, n_new: int, n_cached: int) -> int:
     """Keys a layer's new queries are scored against: cached ones held plus the new ones."""
-    held = n_cached
-    if config.layer_kinds[layer] == "sliding":
-        held = min(n_cached, config.sliding_window)     # a ring holds only the window
-    return held + n_new
+    return config.layers[layer].mask_sizes(n_new, n_cached)[0]
 
 
 def layer_flops(config: ModelConfig, T: int, Tk: int, absorb: bool = False) -> int:
-    """One layer, T new tokens scored against Tk keys."""
-    c = config
-    D, H, hd, F = c.d_model, c.n_heads, c.head_dim, c.d_ff
-    mlp = 3 * 2 * T * D * F                             # gate, up, down
-    out_proj = 2 * T * H * hd * D
-    if c.attention != "mla":
-        proj = 2 * T * D * H * hd + 2 * 2 * T * D * c.n_kv_heads * hd      # q; k and v
-        attn = 2 * (2 * H * T * Tk * hd)                                   # q.k and p.v
-        return proj + attn + out_proj + mlp
-    r, rd = c.kv_lora_rank, c.rope_head_dim
-    proj = 2 * T * D * H * (hd + rd) + 2 * T * D * (r + rd)                # q; latent + rope key
-    rope_scores = 2 * H * T * Tk * rd
-    if absorb:       # q into latent space, attend over latents, then up-project
-        attn = 2 * H * T * hd * r + 2 * (2 * H * T * Tk * r) + 2 * H * T * r * hd
-    else:            # expand all Tk latents to K and V for every head
-        attn = 2 * (2 * Tk * r * H * hd) + 2 * (2 * H * T * Tk * hd)
-    return proj + rope_scores + attn + out_proj + mlp
-
-
-def _check_config(config):
-    if not isinstance(config, ModelConfig):
-        raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
+    """One layer, T new tokens scored against Tk keys (its LayerSpec's flops)."""
+    if "linear" in config.layer_kinds:
+        raise ValueError("toykv.flops has no formula for linear-attention layers")
+    return config.layers[0].flops(T, Tk, absorb)
 
 
 def forward_flops(config: ModelConfig, n_new: int, n_cached: int = 0, absorb: bool = False,
                   batch: int = 1) -> int:
     """A forward pass over n_new tokens that follow n_cached cached ones (0: no cache), for
     each of `batch` sequences: batch x the count of one."""
-    _check_config(config)
+    check_config(config)
     n_new = validate.count("n_new", n_new, 1)
     n_cached = validate.count("n_cached", n_cached, 0)
-    validate.flag("absorb", absorb)
+    validate.flag("absorb", absorb)               # MLA's absorbed form; others ignore it
     batch = validate.count("batch", batch, 1)
-    layers = sum(layer_flops(config, n_new, keys_attended(config, i, n_new, n_cached), absorb)
-                 for i in range(config.n_layers))
+    if "linear" in config.layer_kinds:
+        raise ValueError("toykv.flops has no formula for linear-attention layers")
+    layers = sum(n * spec.flops(n_new, spec.mask_sizes(n_new, n_cached)[0], absorb)
+                 for spec, n in config.layer_groups)
     return batch * (layers + 2 * n_new * config.d_model * config.vocab_size)   # + output head
 
 
@@ -81,9 +64,9 @@ def cached_step_flops(config: ModelConfig, context: int, absorb: bool = False,
 def generation_flops(config: ModelConfig, prompt_len: int, new_tokens: int,
                      use_cache: bool = True, absorb: bool = False, batch: int = 1) -> list[int]:
     """FLOPs of each step of greedy generation (step 0 is the prefill), as toykv.generate runs
-    it, for `batch` sequences generated together."""
+    it, for `batch` sequences generated together. new_tokens: at most MAX_STEPS."""
     prompt_len = validate.count("prompt_len", prompt_len, 1)
-    new_tokens = validate.count("new_tokens", new_tokens, 0)
+    new_tokens = validate.count("new_tokens", new_tokens, 0, MAX_STEPS)
     validate.flag("use_cache", use_cache)
     steps = [full_pass_flops(config, prompt_len, absorb, batch)] if new_tokens else []
     for j in range(1, new_tokens):
@@ -96,7 +79,7 @@ def generation_flops(config: ModelConfig, prompt_len: int, new_tokens: int,
 def source_full_pass_flops(config: ModelConfig, seq_len: int) -> int:
     """The source texts' formula L(8 S D^2 + 4 S^2 D + 4 S D F) + 2 S D |V| (MHA, two-matrix
     MLP), as source_lecture_memory_bound and source_blog_numpy_toy print it."""
-    _check_config(config)
+    check_config(config)
     S = validate.count("seq_len", seq_len, 1)
     L, D, F, V = config.n_layers, config.d_model, config.d_ff, config.vocab_size
     return L * (8 * S * D**2 + 4 * S**2 * D + 4 * S * D * F) + 2 * S * D * V
@@ -105,7 +88,7 @@ def source_full_pass_flops(config: ModelConfig, seq_len: int) -> int:
 def source_cached_step_flops(config: ModelConfig, context: int) -> int:
     """The source texts' formula L(8 D^2 + 4 S D + 4 D F) + 2 D |V| for one cached step at
     context S (source_lecture_memory_bound, source_blog_numpy_toy)."""
-    _check_config(config)
+    check_config(config)
     S = validate.count("context", context, 1)
     L, D, F, V = config.n_layers, config.d_model, config.d_ff, config.vocab_size
     return L * (8 * D**2 + 4 * S * D + 4 * D * F) + 2 * D * V

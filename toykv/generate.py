@@ -8,6 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validate
+from .layers import check_kv_dtype
+from .model import check_model
 
 
 @dataclass
@@ -47,22 +49,25 @@ def decode_steps(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
     continue (prefix reuse: pass a copy, it is filled further); prompt_ids are then the tokens
     that follow its len(cache) tokens, and Step.context counts them all. Without it a new cache
     of kv_dtype is made. Every argument is checked, and a run that could not fit in
-    max_seq_len is refused, before the first forward pass.
+    max_seq_len is refused, before the first forward pass (max_new_tokens is bounded by it).
     """
-    ids, batched = model._check_ids(prompt_ids)
+    check_model(model)
+    ids, batched = model.check_ids(prompt_ids)
     if batched:
         raise ValueError(f"prompt_ids must be one sequence of token ids (1-D), got shape "
                          f"{ids.shape}; for a batch use model.new_cache(batch=B) and model.forward")
     ids = [int(t) for t in ids[0]]
     max_new_tokens = validate.count("max_new_tokens", max_new_tokens, 0)
     validate.flag("use_cache", use_cache)
+    kv_dtype = check_kv_dtype(kv_dtype)
     stops = _check_stop_ids(stop_ids, model.config.vocab_size)
     start = 0
     if cache is not None:
         if not use_cache:
             raise ValueError("cache was given with use_cache=False; a run without a cache "
                              "takes no cache")
-        model._check_cache(cache, None)         # this model's, one sequence
+        model.check_cache(cache, None)          # this model's, one sequence: claimed by the
+        # first forward pass, once everything here has been checked
         start = len(cache)
     longest = start + len(ids) + max(max_new_tokens - 1, 0)   # the last token is not fed back
     if longest > model.config.max_seq_len:

@@ -8,7 +8,6 @@ does. Everything is read and checked before the model is built: a bad file never
 from __future__ import annotations
 
 import math
-import re
 import struct
 from pathlib import Path
 
@@ -193,30 +192,28 @@ def hf_config_from_gguf(metadata: dict, tensors: dict) -> dict:
 
 
 def gguf_config(metadata: dict, tensors: dict, max_seq_len: int | None = None):
-    """The ModelConfig of a GGUF, read by the one config parser; errors name the GGUF key."""
+    """The ModelConfig of a GGUF, read by the one config parser; errors name the GGUF key each
+    config.json field came from (the parser is told where, it does not guess from the text)."""
     arch = metadata.get("general.architecture")
     hf = hf_config_from_gguf(metadata, tensors)
+    sources = {field: f"GGUF key '{arch}.{key}'" for key, field in GGUF_TO_HF.items()
+               if f"{arch}.{key}" in metadata}
     try:
-        return config_from_hf(hf, max_seq_len)
+        return config_from_hf(hf, max_seq_len, sources)
     except ValueError as err:
-        text = str(err)
-        keys = [f"'{arch}.{key}' (config.json's {field!r})" for key, field in GGUF_TO_HF.items()
-                if f"{arch}.{key}" in metadata and re.search(rf"\b{field}\b", text)]
-        raise ValueError(f"GGUF metadata: {text}" + (f"; from GGUF key {', '.join(keys)}"
-                                                     if keys else "")) from None
+        raise ValueError(f"GGUF metadata: {err}") from None
 
 
 def expected_shapes(config) -> dict[str, tuple]:
-    """GGUF tensor name -> numpy shape of the dequantized tensor ([out, in] for matrices)."""
+    """GGUF tensor name -> numpy shape of the dequantized tensor ([out, in] for matrices: each
+    layer's LayerSpec shapes, reversed)."""
     c = config
-    D, q_out, kv_out = c.d_model, c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-    layer = {"attn_norm": (D,), "mlp_norm": (D,), "wq": (q_out, D), "wk": (kv_out, D),
-             "wv": (kv_out, D), "wo": (D, q_out), "w_gate": (c.d_ff, D), "w_up": (c.d_ff, D),
-             "w_down": (D, c.d_ff)}
+    D = c.d_model
     shapes = {"token_embd.weight": (c.vocab_size, D), "output_norm.weight": (D,)}
-    for i in range(c.n_layers):
+    for i, spec in enumerate(c.layers):
+        layer = spec.weight_shapes                                    # [in, out]: reversed
         for key, name in LAYER_TENSORS.items():
-            shapes[f"blk.{i}.{name}"] = layer[key]
+            shapes[f"blk.{i}.{name}"] = tuple(reversed(layer[key]))
     if not c.tie_embeddings:
         shapes["output.weight"] = (c.vocab_size, D)
     return shapes

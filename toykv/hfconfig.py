@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 import reprlib
 
 from . import validate
-from .config import MAX_LAYERS, ModelConfig
+from .config import MAX_LAYERS, ConfigError, ModelConfig
 from .zoo import ZooModel
 
 # Traits of each supported model_type. norms: RMSNorm weights per layer (each d_model);
@@ -74,7 +73,7 @@ UNSUPPORTED_WHY = {      # model_type -> what its forward pass adds that ToyTran
     "gemma": "scales the embeddings, uses GELU and (1 + w) RMSNorm weights",
     "phi3": "fuses q/k/v and gate/up into single projections",
 }
-# toykv's ModelConfig field -> the config.json field it comes from (to translate errors)
+# toykv's ModelConfig field -> the config.json field it comes from (named in its errors)
 _HF_NAME = {"vocab_size": "vocab_size", "d_model": "hidden_size", "n_layers": "num_hidden_layers",
             "n_heads": "num_attention_heads", "n_kv_heads": "num_key_value_heads",
             "head_dim": "head_dim", "d_ff": "intermediate_size",
@@ -83,15 +82,29 @@ _HF_NAME = {"vocab_size": "vocab_size", "d_model": "hidden_size", "n_layers": "n
 
 
 class _Fields:
-    """A config dict with the model_type's defaults; every read is validated and names the field."""
+    """A config dict with the model_type's defaults; every read is validated and names the field,
+    and where it came from when a loader says (sources: field -> e.g. "GGUF key 'llama.x'")."""
 
-    def __init__(self, config: dict, model_type: str):
+    def __init__(self, config: dict, model_type: str, sources: dict | None = None):
         self.model_type = model_type
         self.given = config                          # what the user wrote
         self.values = {**_COMMON_DEFAULTS, **_HF_DEFAULTS.get(model_type, {}), **config}
+        self.sources = sources or {}
 
     def _name(self, key):
         return f"config.json field {key!r}"
+
+    def error(self, message: str, *keys) -> ValueError:
+        """A ValueError for a rule the fields `keys` break, saying where they came from."""
+        where = [self.sources[key] for key in keys if key in self.sources]
+        return ValueError(message + (f"; from {', '.join(where)}" if where else ""))
+
+    def _check(self, key, check, value, *args):
+        """check(name, value, *args) of one field; its ValueError says where the field came from."""
+        try:
+            return check(self._name(key), value, *args)
+        except ValueError as err:
+            raise self.error(str(err), key) from None
 
     def get(self, key, default=None):
         """The raw value, or default when the field is missing or null."""
@@ -101,9 +114,9 @@ class _Fields:
     def _scalar(self, key, value, rule):
         """value, unless it is a JSON array or object where a single value belongs."""
         if isinstance(value, (list, tuple, dict)):
-            raise ValueError(f"{self._name(key)} must be {rule}, got a JSON "
+            raise self.error(f"{self._name(key)} must be {rule}, got a JSON "
                              f"{'object' if isinstance(value, dict) else 'array'} "
-                             f"{reprlib.repr(value)}")
+                             f"{reprlib.repr(value)}", key)
         return value
 
     def int(self, key, default=None, minimum=1, maximum=None):
@@ -111,18 +124,18 @@ class _Fields:
         if value is None:
             raise ValueError(f"config.json (model_type {self.model_type!r}) is missing the "
                              f"required field {key!r}")
-        return validate.count(self._name(key), value, minimum, maximum)
+        return self._check(key, validate.count, value, minimum, maximum)
 
     def optional_int(self, key, minimum=1):
         value = self._scalar(key, self.get(key), "an integer or null")
-        return validate.optional_count(self._name(key), value, minimum)
+        return self._check(key, validate.optional_count, value, minimum)
 
     def number(self, key):
-        return validate.number(self._name(key), self._scalar(key, self.get(key), "a number"))
+        return self._check(key, validate.number, self._scalar(key, self.get(key), "a number"))
 
     def flag(self, key, default):
         value = self._scalar(key, self.get(key, default), "true or false")
-        return validate.flag(self._name(key), value)
+        return self._check(key, validate.flag, value)
 
     def mapping(self, key) -> dict:
         """A JSON object field; missing or null gives {}."""
@@ -341,13 +354,15 @@ def _shapes(f, traits):
     elif f.get("head_dim") is not None:
         hd = f.int("head_dim")
     elif d % H:
-        raise ValueError(f"config.json field 'hidden_size' ({d}) is not divisible by "
-                         f"'num_attention_heads' ({H}) and config.json gives no 'head_dim'")
+        raise f.error(f"config.json field 'hidden_size' ({d}) is not divisible by "
+                      f"'num_attention_heads' ({H}) and config.json gives no 'head_dim'",
+                      "hidden_size", "num_attention_heads")
     else:
         hd = d // H
     if not traits.get("mla") and H % kv:
-        raise ValueError(f"config.json field 'num_attention_heads' ({H}) must be a multiple of "
-                         f"'num_key_value_heads' ({kv}): each KV head serves a whole group")
+        raise f.error(f"config.json field 'num_attention_heads' ({H}) must be a multiple of "
+                      f"'num_key_value_heads' ({kv}): each KV head serves a whole group",
+                      "num_attention_heads", "num_key_value_heads")
     return d, H, kv, hd, f.int("vocab_size")
 
 
@@ -365,15 +380,16 @@ def _rope_theta(f) -> float:
     return nested
 
 
-def from_hf_config(config: dict, name: str = "custom") -> ZooModel:
+def from_hf_config(config: dict, name: str = "custom", sources: dict | None = None) -> ZooModel:
     """Parse a config.json dict (Llama, Qwen2/3, Mistral, Gemma 1-3, DeepSeek-V2/V3, gpt-oss,
-    Qwen MoE, Qwen3-Next) into a ZooModel with parameter counts computed from its shapes."""
+    Qwen MoE, Qwen3-Next) into a ZooModel with parameter counts computed from its shapes.
+    sources: config.json field -> where its value came from, for errors (a GGUF key)."""
     text, model_type = _text_config(config)
     if not isinstance(model_type, str) or model_type not in _FAMILIES:
         raise ValueError(f"config.json field 'model_type' must be one of {sorted(_FAMILIES)}, "
                          f"got model_type {model_type!r}")
     traits = _FAMILIES[model_type]
-    f = _Fields(text, model_type)
+    f = _Fields(text, model_type, sources)
     shapes = _shapes(f, traits)
     n_layers = f.int("num_hidden_layers", maximum=MAX_LAYERS)       # before looping over them
     kinds = _layer_kinds(f, n_layers, traits.get("window"))
@@ -408,18 +424,21 @@ def _model_config(f, traits, shapes, n_layers, kinds, tied, state, notes):
                            max_seq_len=f.int("max_position_embeddings"), tie_embeddings=tied,
                            rope_theta=_rope_theta(f), norm_eps=f.number("rms_norm_eps"),
                            layer_types=kinds, linear_state_values=state, **extra)
-    except ValueError as err:      # a rule of ModelConfig's: say which config.json fields
-        named = [f"{ours} is {theirs!r}" for ours, theirs in _HF_NAME.items()
-                 if re.search(rf"\b{ours}\b", str(err)) and ours != theirs]
+    except ConfigError as err:     # a rule of ModelConfig's: it names the fields it concerns
+        fields = [ours for ours in err.fields if ours in _HF_NAME]
+        named = [f"{ours} is {_HF_NAME[ours]!r}" for ours in fields if ours != _HF_NAME[ours]]
         hint = f" (in config.json: {', '.join(named)})" if named else ""
-        raise ValueError(f"config.json describes a model toykv cannot build: {err}{hint}") from None
+        raise f.error(f"config.json describes a model toykv cannot build: {err}{hint}",
+                      *(_HF_NAME[ours] for ours in fields)) from None
 
 
-def config_from_hf(hf: dict, max_seq_len: int | None = None) -> ModelConfig:
+def config_from_hf(hf: dict, max_seq_len: int | None = None,
+                   sources: dict | None = None) -> ModelConfig:
     """The ModelConfig ToyTransformer runs for a config.json dict; ValueError for anything it
-    cannot run exactly. max_seq_len: a context shorter than max_position_embeddings."""
+    cannot run exactly. max_seq_len: a context shorter than max_position_embeddings. sources:
+    as from_hf_config's (where each field came from, for errors)."""
     _check_runnable(hf)
-    config = from_hf_config(hf).config
+    config = from_hf_config(hf, sources=sources).config
     if max_seq_len is not None:
         validate.count("max_seq_len (at most config.json's max_position_embeddings)",
                        max_seq_len, 1, config.max_seq_len)

@@ -11,17 +11,20 @@ from __future__ import annotations
 import numpy as np
 
 from . import validate
-from .cache import KV_DTYPES
 from .generate import decode_steps
+from .layers import check_kv_dtype
+from .model import check_model
 
 
 def forced_logits(model, token_ids, prompt_len: int, kv_dtype: str = "float32") -> np.ndarray:
     """Logits of the last position after the prefill of token_ids[:prompt_len] and after each
     later token fed one at a time through a kv_dtype cache. [len(token_ids) - prompt_len + 1, vocab]
     """
-    ids = [int(t) for t in token_ids]          # model.forward checks the ids themselves
+    check_model(model)
+    ids = validate.token_ids("token_ids", token_ids, model.config.vocab_size,
+                             model.config.max_seq_len)
     prompt_len = validate.count("prompt_len", prompt_len, 1, len(ids))
-    validate.choice("kv_dtype", kv_dtype, KV_DTYPES)
+    kv_dtype = check_kv_dtype(kv_dtype)
     cache = model.new_cache(kv_dtype=kv_dtype)
     rows = [model.forward(ids[:prompt_len], cache)[-1]]                   # the prefill
     for token in ids[prompt_len:]:                                        # one decode step each
@@ -37,14 +40,17 @@ def compare_cache(model, prompt_ids, n_new: int, kv_dtype: str) -> dict:
     |float32 logit|). Free-running: 'free_same' [n_new] (the other cache's own greedy tokens equal
     float32's), 'first_divergence' (first step where they differ, or None).
     """
-    n_new = validate.count("n_new", n_new, 1)
-    validate.choice("kv_dtype", kv_dtype, KV_DTYPES)
-    reference = list(decode_steps(model, prompt_ids, n_new, kv_dtype="float32"))
+    check_model(model)
+    prompt = validate.token_ids("prompt_ids", prompt_ids, model.config.vocab_size,
+                                model.config.max_seq_len)
+    n_new = validate.count("n_new", n_new, 1, model.config.max_seq_len)   # a bound before work
+    kv_dtype = check_kv_dtype(kv_dtype)
+    reference = list(decode_steps(model, prompt, n_new, kv_dtype="float32"))
     ref_tokens = np.array([s.token for s in reference])
     ref_logits = np.stack([s.logits for s in reference])                  # [n_new, vocab]
-    path = [int(t) for t in prompt_ids] + [int(t) for t in ref_tokens[:-1]]
-    other = forced_logits(model, path, len(prompt_ids), kv_dtype)          # [n_new, vocab]
-    free = np.array([s.token for s in decode_steps(model, prompt_ids, n_new, kv_dtype=kv_dtype)])
+    path = prompt + [int(t) for t in ref_tokens[:-1]]
+    other = forced_logits(model, path, len(prompt), kv_dtype)             # [n_new, vocab]
+    free = np.array([s.token for s in decode_steps(model, prompt, n_new, kv_dtype=kv_dtype)])
     differ = np.flatnonzero(free != ref_tokens)
     return {"max_error": np.abs(other - ref_logits).max(axis=1),
             "top1_same": other.argmax(axis=1) == ref_tokens,

@@ -161,16 +161,15 @@ def _read_bf16(file: Path, name: str) -> np.ndarray:
 
 # -- weights ------------------------------------------------------------------------------
 def expected_tensors(config: ModelConfig) -> dict[str, tuple]:
-    """Hugging Face name -> shape as stored ([out, in] for projections)."""
+    """Hugging Face name -> shape as stored ([out, in] for projections: each layer's
+    LayerSpec shapes, reversed)."""
     c = config
-    D, q_out, kv_out = c.d_model, c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-    layer_shapes = {"attn_norm": (D,), "mlp_norm": (D,), "wq": (q_out, D), "wk": (kv_out, D),
-                    "wv": (kv_out, D), "wo": (D, q_out), "w_gate": (c.d_ff, D),
-                    "w_up": (c.d_ff, D), "w_down": (D, c.d_ff)}
+    D = c.d_model
     shapes = {"model.embed_tokens.weight": (c.vocab_size, D), "model.norm.weight": (D,)}
-    for i in range(c.n_layers):
+    for i, spec in enumerate(c.layers):
+        layer_shapes = spec.weight_shapes                             # [in, out]
         for key, hf_name in LAYER_TENSORS.items():
-            shapes[f"model.layers.{i}.{hf_name}"] = layer_shapes[key]
+            shapes[f"model.layers.{i}.{hf_name}"] = tuple(reversed(layer_shapes[key]))
     if not c.tie_embeddings:
         shapes["lm_head.weight"] = (c.vocab_size, D)
     return shapes

@@ -15,8 +15,7 @@ from dataclasses import replace
 import numpy as np
 
 from . import validate
-from .sizing import _model_parts as _parts
-from .sizing import kv_cache_bytes, kv_share, param_count, weight_bytes
+from .sizing import kv_cache_bytes, kv_share, model_parts, param_count, weight_bytes
 from .zoo import ZooModel
 
 
@@ -26,7 +25,7 @@ def step_bytes(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2) -> 
     {'weights': active weights, read once for the batch; 'kv': every sequence's cache;
     'total'; 'share': kv / total}. Exact integers, except the share.
     """
-    config, active = _parts(model)
+    config, active = model_parts(model)
     weights = weight_bytes(active, bytes_per_param)
     kv = kv_cache_bytes(config, tokens, batch, bytes_per_value)
     return {"weights": weights, "kv": kv, "total": weights + kv,
@@ -39,7 +38,7 @@ def share_curve(model, contexts, bytes_per_value=2, bytes_per_param=2, batch=1):
     contexts: integers. Returns (shares [n] float, within [n] bool), within meaning
     context <= config.max_seq_len (for a zoo model: its published maximum context).
     """
-    config, _ = _parts(model)
+    config, _ = model_parts(model)
     contexts = np.array([validate.count("contexts", c, 0) for c in contexts])    # [n]
     shares = kv_share(model, contexts, batch, bytes_per_value, bytes_per_param)  # [n]
     within = contexts <= config.max_seq_len
@@ -76,7 +75,7 @@ def depth_model(model, n_layers: int, blocks_only: bool = False) -> ZooModel:
     blocks_only=True counts only the blocks' parameters (no embeddings, no final norm): the
     part of the weights that grows with depth, as the cache does.
     """
-    config, active = _parts(model)
+    config, active = model_parts(model)
     n_layers = validate.count("n_layers", n_layers, 1)
     validate.flag("blocks_only", blocks_only)
     if isinstance(model, ZooModel) and model.is_moe:
@@ -91,6 +90,14 @@ def depth_model(model, n_layers: int, blocks_only: bool = False) -> ZooModel:
     return ZooModel(name, deeper, params, params, sources=("toykv.param_count of the config",))
 
 
+def _reals(name: str, values) -> np.ndarray:
+    """values as a float array: real numbers only (no strings, bools or complex numbers)."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "iuf":
+        raise ValueError(f"{name} must be real numbers, got dtype {array.dtype}")
+    return array.astype(float)
+
+
 def fit_two_bandwidths(weight_bytes_read, kv_bytes, seconds) -> dict:
     """Explain measured decode steps with one bandwidth for weights and one for the cache.
 
@@ -102,11 +109,13 @@ def fit_two_bandwidths(weight_bytes_read, kv_bytes, seconds) -> dict:
     fitted time of the first step / fitted time, comparable with seconds[0] / seconds.
     """
     w = validate.number("weight_bytes_read", weight_bytes_read)
-    kv = np.asarray(kv_bytes, dtype=float)                  # [n]
-    t = np.asarray(seconds, dtype=float)                    # [n]
+    kv, t = _reals("kv_bytes", kv_bytes), _reals("seconds", seconds)   # [n] each
     if kv.ndim != 1 or kv.shape != t.shape or kv.size < 2:
         raise ValueError(f"kv_bytes and seconds must be 1-D of the same length >= 2, got "
                          f"shapes {kv.shape} and {t.shape}")
+    if not (np.all(np.isfinite(t)) and np.all(np.isfinite(kv))):
+        raise ValueError("seconds and kv_bytes must be finite numbers (no NaN or inf): a step "
+                         "that was not measured cannot be fitted")
     if np.any(t <= 0) or np.any(kv < 0) or np.any(kv[1:] <= kv[0]):
         raise ValueError("seconds must be > 0, kv_bytes >= 0 and the first context the "
                          "shortest (its cache smaller than every other)")

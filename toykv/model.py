@@ -16,8 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import validate
-from .cache import KVCache
-from .config import ModelConfig
+from .cache import KVCache, check_cache
+from .config import ModelConfig, check_config
+from .layers import RESIDUAL_OUTPUTS, check_absorb
 from .ops import Ops
 from .sizing import param_count
 
@@ -161,19 +162,11 @@ def rows(x: np.ndarray, width: int | None = None) -> np.ndarray:
 
 def weight_shapes(config: ModelConfig) -> dict:
     """The shape of every weight: {'embed', 'final_norm', 'lm_head' (None when tied), 'layers':
-    {name: shape} of each layer}. Projections are [in, out]; norms are vectors."""
-    c = config
-    D, H, hd, F = c.d_model, c.n_heads, c.head_dim, c.d_ff
-    layer = {"attn_norm": (D,), "mlp_norm": (D,), "w_gate": (D, F), "w_up": (D, F),
-             "w_down": (F, D), "wo": (H * hd, D)}
-    if c.attention == "mla":
-        r, rd = c.kv_lora_rank, c.rope_head_dim
-        layer.update(wq=(D, H * (hd + rd)), w_dkv=(D, r + rd), kv_norm=(r,),
-                     w_uk=(r, H * hd), w_uv=(r, H * hd))
-    else:
-        layer.update(wq=(D, H * hd), wk=(D, c.n_kv_heads * hd), wv=(D, c.n_kv_heads * hd))
-    return {"embed": (c.vocab_size, D), "final_norm": (D,),
-            "lm_head": None if c.tie_embeddings else (D, c.vocab_size), "layers": layer}
+    {name: shape} of each layer (its LayerSpec's)}. Projections are [in, out]; norms vectors."""
+    c = check_config(config)
+    return {"embed": (c.vocab_size, c.d_model), "final_norm": (c.d_model,),
+            "lm_head": None if c.tie_embeddings else (c.d_model, c.vocab_size),
+            "layers": c.layers[0].weight_shapes}
 
 
 def _checked(name: str, array, shape) -> np.ndarray:
@@ -214,17 +207,27 @@ def check_weights(weights, config: ModelConfig) -> dict:
                _checked(f"[{key!r}]", weights[key], shapes[key])
                for key in ("embed", "final_norm", "lm_head")}
     checked["layers"] = []
-    for i, layer in enumerate(layers):
+    for i, (layer, spec) in enumerate(zip(layers, config.layers)):
+        expected = spec.weight_shapes
         names = set(layer) if isinstance(layer, dict) else set()
-        if names != set(shapes["layers"]):
+        if names != set(expected):
             raise ValueError(f"weights['layers'][{i}] must be a dict with the keys "
-                             f"{sorted(shapes['layers'])}; missing "
-                             f"{sorted(set(shapes['layers']) - names)}, unexpected "
-                             f"{sorted(names - set(shapes['layers']))}")
+                             f"{sorted(expected)}; missing {sorted(set(expected) - names)}, "
+                             f"unexpected {sorted(names - set(expected))}")
         checked["layers"].append({key: _checked(f"['layers'][{i}][{key!r}]", array,
-                                                shapes["layers"][key])
+                                                expected[key])
                                   for key, array in layer.items()})
     return checked
+
+
+def check_model(model, name: str = "model") -> ToyTransformer:
+    """model, if it is a ToyTransformer; else a ValueError that says what was given instead."""
+    if isinstance(model, ToyTransformer):
+        return model
+    hint = ""
+    if isinstance(model, (ModelConfig, KVCache)):
+        hint = " (build one with toykv.ToyTransformer(config))"
+    raise ValueError(f"{name} must be a toykv.ToyTransformer, got {type(model).__name__}{hint}")
 
 
 class ToyTransformer:
@@ -240,19 +243,15 @@ class ToyTransformer:
 
     def __init__(self, config: ModelConfig, seed: int = 0, exact: bool = False,
                  weights: dict | None = None, absorb: bool = False):
-        if not isinstance(config, ModelConfig):
-            raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
+        check_config(config)
         if "linear" in config.layer_kinds:
             raise ValueError("ToyTransformer has no linear-attention layers; layer_types with "
                              "'linear' are for sizing only")
         validate.flag("exact", exact)
-        validate.flag("absorb", absorb)
-        if absorb and config.attention != "mla":
-            raise ValueError(f"absorb must be True or False, and True only for attention='mla'; "
-                             f"got absorb={absorb!r} with attention={config.attention!r}")
         self.config = config
+        self._eps = np.float32(config.norm_eps)     # RMSNorm's epsilon, as float32
         self.ops = Ops(exact)
-        self.absorb = absorb         # MLA: attend in latent space instead of expanding K and V
+        self.absorb = check_absorb(config, absorb)   # MLA: attend in latent space
         if weights is None:
             seed = validate.count("seed", seed, 0)
             validate.fits_in_memory(
@@ -264,36 +263,29 @@ class ToyTransformer:
             self.embed, self.final_norm = given["embed"], given["final_norm"]
             self.layers = [Layer(layer) for layer in given["layers"]]
             self.lm_head = given["lm_head"]
-        rope_dim = config.rope_head_dim if config.attention == "mla" else config.head_dim
+        rope_dim = config.layers[0].rope_dim
         self.cos = RopeTable(0, config.max_seq_len, rope_dim, config.rope_theta)
         self.sin = RopeTable(1, config.max_seq_len, rope_dim, config.rope_theta)
 
     # -- weights ----------------------------------------------------------------
     def _init_weights(self, rng):
+        """Seeded weights of every layer's shapes (its LayerSpec), drawn in the spec's order:
+        matrices with variance 1/n_in (smaller for those that feed the residual stream), norms
+        of ones."""
         c = self.config
-        D, H, hd = c.d_model, c.n_heads, c.head_dim
         out_scale = 1.0 / np.sqrt(2 * c.n_layers)        # keeps the residual stream's size sane
 
         def w(n_in, n_out, scale=1.0):                  # [n_in, n_out], variance 1/n_in
             return weight_layout(rng.standard_normal((n_in, n_out)) * scale / np.sqrt(n_in))
 
-        self.embed = weight_layout(rng.standard_normal((c.vocab_size, D)) / np.sqrt(D))
-        self.layers = []
-        for _ in range(c.n_layers):
-            layer = {"attn_norm": np.ones(D, np.float32), "mlp_norm": np.ones(D, np.float32),
-                     "w_gate": w(D, c.d_ff), "w_up": w(D, c.d_ff),
-                     "w_down": w(c.d_ff, D, out_scale), "wo": w(H * hd, D, out_scale)}
-            if c.attention == "mla":
-                r, rd = c.kv_lora_rank, c.rope_head_dim
-                layer.update(wq=w(D, H * (hd + rd)), w_dkv=w(D, r + rd),
-                             kv_norm=np.ones(r, np.float32),
-                             w_uk=w(r, H * hd), w_uv=w(r, H * hd))
-            else:
-                layer.update(wq=w(D, H * hd), wk=w(D, c.n_kv_heads * hd),
-                             wv=w(D, c.n_kv_heads * hd))
-            self.layers.append(Layer(layer))
-        self.final_norm = np.ones(D, np.float32)
-        self.lm_head = None if c.tie_embeddings else w(D, c.vocab_size)
+        self.embed = weight_layout(rng.standard_normal((c.vocab_size, c.d_model))
+                                   / np.sqrt(c.d_model))
+        self.layers = [Layer({name: np.ones(shape, np.float32) if len(shape) == 1 else
+                              w(*shape, out_scale if name in RESIDUAL_OUTPUTS else 1.0)
+                              for name, shape in spec.weights})
+                       for spec in c.layers]
+        self.final_norm = np.ones(c.d_model, np.float32)
+        self.lm_head = None if c.tie_embeddings else w(c.d_model, c.vocab_size)
 
     @property
     def weight_nbytes(self) -> int:
@@ -310,6 +302,12 @@ class ToyTransformer:
         return self.cos[positions], self.sin[positions]
 
     @property
+    def attend(self):
+        """The attention form of this model's layers: attention (H_kv heads of keys and values)
+        or mla_attention (MLA's latent), as its config says."""
+        return self.mla_attention if self.config.attention == "mla" else self.attention
+
+    @property
     def exact(self) -> bool:
         return self.ops.exact
 
@@ -318,22 +316,25 @@ class ToyTransformer:
         """Matmul FLOPs performed so far (2 per multiply-add); take differences to time a step."""
         return self.ops.flops
 
-    def new_cache(self, batch: int | None = None, kv_dtype: str = "float32") -> KVCache:
-        """An empty cache for this model: one sequence (batch=None) or B sequences (batch=B)."""
-        cache = KVCache(self.config, batch, kv_dtype)
+    def new_cache(self, batch: int | None = None, kv_dtype: str = "float32",
+                  capacity: int | None = None) -> KVCache:
+        """An empty cache for this model: one sequence (batch=None) or B sequences (batch=B).
+        capacity: positions to allocate per layer now (default max_seq_len; it grows)."""
+        cache = KVCache(self.config, batch, kv_dtype, capacity)
         cache._claim(self)
         return cache
 
     # -- forward ----------------------------------------------------------------
     def forward(self, token_ids, cache: KVCache | None = None) -> np.ndarray:
         """Logits [T, |V|] of token_ids [T], or [B, T, |V|] of a batch [B, T]. With a cache the
-        tokens follow the len(cache) tokens it holds (per sequence), and are added to it."""
-        ids, batched = self._check_ids(token_ids)                        # [B, T]
+        tokens follow the len(cache) tokens it holds (per sequence), and are added to it: all
+        or nothing, so a pass that fails leaves the cache as it was."""
+        ids, batched = self.check_ids(token_ids)                         # [B, T]
+        B, T = ids.shape
         start = 0
         if cache is not None:
-            self._check_cache(cache, ids.shape[0] if batched else None)
+            self.check_cache(cache, B if batched else None)
             start = len(cache)
-        B, T = ids.shape
         if start + T > self.config.max_seq_len:
             raise ValueError(f"{start} cached + {T} new tokens exceeds max_seq_len "
                              f"{self.config.max_seq_len}")
@@ -341,14 +342,22 @@ class ToyTransformer:
             f"attention scores of {B} x {T} new tokens against {start + T} keys",
             4 * B * self.config.n_heads * T * (start + T),                # [B, H, T, Tk] float32
             "feed a long sequence in chunks through a cache")
+        if cache is not None:
+            cache._claim(self)                        # every check passed: now it is ours
         positions = np.arange(start, start + T)
         rope = self.cos[start:start + T], self.sin[start:start + T]      # [T, d], every layer
         x = self.embed[ids if batched else ids[0]]                       # [..., T, D]
-        for i, layer in enumerate(self.layers):
-            h = self.rms_norm(x, layer["attn_norm"])
-            x = x + self.attention(h, layer, i, positions, cache, rope)
-            h = self.rms_norm(x, layer["mlp_norm"])
-            x = x + self.mlp(h, layer)
+        attend = self.attend
+        try:
+            for i, layer in enumerate(self.layers):
+                h = self.rms_norm(x, layer["attn_norm"])
+                x = x + attend(h, layer, i, positions, cache, rope)
+                h = self.rms_norm(x, layer["mlp_norm"])
+                x = x + self.mlp(h, layer)
+        except BaseException:                         # a step is all or nothing
+            if cache is not None:
+                cache.discard()
+            raise
         if cache is not None:
             cache.advance(T)
         x = self.rms_norm(x, self.final_norm)
@@ -357,8 +366,12 @@ class ToyTransformer:
 
     __call__ = forward
 
-    def _check_ids(self, token_ids) -> tuple[np.ndarray, bool]:
-        """(ids as [B, T], whether they came as a batch): one sequence [T] is a batch of one."""
+    def check_ids(self, token_ids) -> tuple[np.ndarray, bool]:
+        """(ids as [B, T], whether they came as a batch): one sequence [T] is a batch of one.
+        Integers only (numpy integers welcome), each in [0, vocab_size); ValueError otherwise."""
+        if isinstance(token_ids, (str, bytes)):
+            raise ValueError(f"token_ids must be integers, got a {type(token_ids).__name__} "
+                             f"({token_ids[:20]!r}): a tokenizer's encode() gives the ids")
         try:
             ids = np.asarray(token_ids)
         except ValueError:                             # numpy refuses rows of unequal length
@@ -383,15 +396,18 @@ class ToyTransformer:
                              f"[0, vocab_size={self.config.vocab_size})")
         return (ids, True) if ids.ndim == 2 else (ids[None], False)
 
-    def _check_cache(self, cache, rows: int | None):
-        """The cache must be this model's, and batched exactly as the input is (rows None: 1-D)."""
-        if isinstance(cache, KVCache) and cache.batch == rows and cache._owner is not None \
-                and cache._owner() is self:
+    def check_cache(self, cache, rows: int | None):
+        """The cache must be a KVCache of this config, this model's or no model's yet, batched as
+        the input is (rows None: one sequence). Claims nothing: forward does, once every check
+        has passed."""
+        if isinstance(cache, KVCache) and cache.batch == rows and cache.owned_by(self):
             return                                       # checked when this model claimed it
-        if not isinstance(cache, KVCache) or cache.config != self.config:
+        check_cache(cache)
+        if cache.config != self.config:
             raise ValueError("cache was made for a model with another config; "
                              "use model.new_cache()")
-        cache._claim(self)
+        if cache._owner is not None and not cache.owned_by(self):
+            cache._claim(self)                           # raises: another model's cache
         if rows is None and cache.batch is not None:
             raise ValueError(f"token_ids is 1-D (one sequence) but the cache holds a batch of "
                              f"{cache.batch}; give token_ids of shape [{cache.batch}, T]")
@@ -405,7 +421,7 @@ class ToyTransformer:
     def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """x / sqrt(mean(x^2) + eps) * weight, over the last axis."""
         mean_sq = self.ops.sum_last(x * x) / np.float32(x.shape[-1])
-        return x / np.sqrt(mean_sq + np.float32(self.config.norm_eps)) * weight
+        return x / np.sqrt(mean_sq + self._eps) * weight
 
     def mlp(self, h: np.ndarray, layer: dict) -> np.ndarray:
         """SwiGLU: (silu(h W_gate) * (h W_up)) W_down. [..., T, D] -> the same shape"""
@@ -419,88 +435,107 @@ class ToyTransformer:
         act *= up
         return self.ops.matmul(act, layer["w_down"]).reshape(h.shape)
 
-    def attention(self, h, layer, i, positions, cache, rope=None):
-        """Attention of layer i for the new tokens at `positions` [T]: h [T, D] (one sequence)
-        or [B, T, D] (a batch; the rows share the positions) -> the same shape. With a cache,
-        their K and V are stored in it (call cache.advance(T) after the last layer, as forward
-        does). rope: (cos, sin) [T, d] of the positions when already looked up."""
-        if cache is not None:
-            self._check_cache(cache, None if h.ndim == 2 else len(h))
-        cos, sin = self.rope(positions) if rope is None else rope        # [T, d] each
-        if self.config.attention == "mla":
-            return self.mla_attention(h, layer, i, positions, cache, cos, sin)
+    def attention(self, h, layer, i, positions, cache=None, rope=None):
+        """Layer i's attention (MHA, GQA, MQA) for the new tokens at
+        `positions` [T]: h [..., T, D] -> [..., T, D] (... : one sequence,
+        or B). With a cache (forward has checked it) their keys and values
+        join it, and the queries attend over every key it holds.
+        rope: (cos, sin) [T, d_h] of the positions, if already looked up."""
         c, mm = self.config, self.ops.matmul
-        *lead, T, D = h.shape                    # lead: () for one sequence, (B,) for a batch
-        H, Hkv, hd = c.n_heads, c.n_kv_heads, c.head_dim
-        qkv = mm(rows(h), Layer.of(layer).fused["qkv"])                  # [B T, (H + 2 H_kv) d_h]
-        qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)                     # q, k, v heads in a row
-        qk = apply_rope(qkv[..., :H + Hkv, :], cos[:, None], sin[:, None])   # q and k turned
-        q, k, v = qk[..., :H, :], qk[..., H:, :], qkv[..., H + Hkv:, :]  # [..., T, heads, d_h]
-        if cache is None:
-            key_pos = positions
-        else:
-            kv, key_pos = cache.update(i, k=k, v=v)
-            k, v = kv["k"], kv["v"]              # [..., Tk, H_kv, d_h] each
-        G = H // Hkv                                                     # query heads per KV head
-        q = np.swapaxes(q, -3, -2).reshape(*lead, Hkv, G, T, hd)         # grouped by KV head
-        k, v = np.swapaxes(k, -3, -2), np.swapaxes(v, -3, -2)            # [..., H_kv, Tk, d_h]
-        scores = mm(q, np.swapaxes(k, -1, -2)[..., None, :, :])          # [..., H_kv, G, T, Tk]
+        H, Hkv, G, hd = c.n_heads, c.n_kv_heads, c.group_size, c.head_dim
+        *lead, T, D = h.shape
+        # project: every head's query, key and value in one product
+        qkv = mm(rows(h), Layer.of(layer).fused["qkv"])  # [B T, (H+2H_kv) d_h]
+        qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)  # [..., T, heads, d_h]
+        q = qkv[..., :H, :]                         # [..., T, H, d_h]
+        k = qkv[..., H:H + Hkv, :]                  # [..., T, H_kv, d_h]
+        v = qkv[..., H + Hkv:, :]                   # [..., T, H_kv, d_h]
+        # rotate: RoPE turns each query and key by its position's angle
+        cos, sin = self.rope(positions) if rope is None else rope  # [T, d_h]
+        cos, sin = cos[:, None], sin[:, None]       # [T, 1, d_h]
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
+        # append to the cache: attend over all it holds, the new keys too
+        key_pos = positions                         # [Tk]
+        if cache is not None:
+            kv, key_pos = cache.append(i, k=k, v=v)
+            k, v = kv["k"], kv["v"]                 # [..., Tk, H_kv, d_h]
+        # group the query heads: the G queries that share each KV head
+        q = np.swapaxes(q, -3, -2)                  # [..., H, T, d_h]
+        q = q.reshape(*lead, Hkv, G, T, hd)         # [..., H_kv, G, T, d_h]
+        k = np.swapaxes(k, -3, -2)[..., None, :, :]  # [..., H_kv, 1, Tk, d_h]
+        v = np.swapaxes(v, -3, -2)[..., None, :, :]  # [..., H_kv, 1, Tk, d_h]
+        # attend: softmax(q k^T / sqrt(d_h)) v, over the keys a query sees
+        scores = mm(q, np.swapaxes(k, -1, -2))      # [..., H_kv, G, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
         p = self.softmax(scores, self.mask(positions, key_pos, i))
-        out = mm(p, v[..., None, :, :])                                  # [..., H_kv, G, T, d_h]
-        out = np.swapaxes(out.reshape(*lead, H, T, hd), -3, -2)          # [..., T, H, d_h]
-        return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
+        out = mm(p, v)                              # [..., H_kv, G, T, d_h]
+        # project out: the heads side by side, through W_O
+        out = out.reshape(*lead, H, T, hd)          # [..., H, T, d_h]
+        out = np.swapaxes(out, -3, -2)              # [..., T, H, d_h]
+        out = mm(rows(out, H * hd), layer["wo"])    # [B T, D]
+        return out.reshape(h.shape)                 # [..., T, D]
 
-    def mla_attention(self, h, layer, i, positions, cache, cos, sin):
-        """DeepSeek-V2 latent attention (deepseek2024v2), h [..., T, D] -> the same shape, as
-        attention() takes it, with cos, sin [T, d_h^R]; self.absorb picks the absorbed or
-        expanded form. The cache holds c_kv [r] and k_rope [d_h^R] per token."""
+    def mla_attention(self, h, layer, i, positions, cache=None, rope=None):
+        """DeepSeek-V2's latent attention (deepseek2024v2), h [..., T, D] -> the same shape, as
+        attention() takes it (rope: cos, sin [T, d_h^R]); the cache holds c_kv [r] and k_rope
+        [d_h^R] per token. self.absorb picks the absorbed or expanded form. Every query head
+        shares the latent and the rotary key: a product with them broadcasts over the heads,
+        and Ops.matmul reads a long one once for all heads."""
         c, mm = self.config, self.ops.matmul
         *lead, T, D = h.shape
         H, hd, r, rd = c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
+        cos, sin = self.rope(positions) if rope is None else rope        # [T, d_h^R]
+        # project: per-head queries, and one latent and rotary key per token for all heads
         q = mm(rows(h), layer["wq"]).reshape(*lead, T, H, hd + rd)
         q = np.swapaxes(q, -3, -2)                                       # [..., H, T, d_h + d_h^R]
-        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
         ckv = mm(rows(h), layer["w_dkv"])                                # [B T, r + d_h^R]
         c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(*lead, T, r)   # the latent
+        # rotate: RoPE on the rotary parts only
+        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
         k_rope = apply_rope(ckv[:, r:].reshape(*lead, T, rd), cos, sin)  # [..., T, d_h^R] shared
-        if cache is None:
-            key_pos = positions
-        else:
-            kv, key_pos = cache.update(i, c_kv=c_kv, k_rope=k_rope)
+        # append to the cache: the latent and the rotary key of every position held
+        key_pos = positions
+        if cache is not None:
+            kv, key_pos = cache.append(i, c_kv=c_kv, k_rope=k_rope)
             c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [..., Tk, r], [.., d_h^R]
         Tk = len(key_pos)
-        rope_scores = mm(q_rope, np.swapaxes(k_rope, -1, -2)[..., None, :, :])  # [..., H, T, Tk]
-        if self.absorb:      # fold W_UK into the query, W_UV after the weighted sum
+        # attend: every head scores the shared rotary keys (and, absorbed, the latents)
+        rope_scores = mm(q_rope, np.swapaxes(k_rope, -1, -2)[..., None, :, :])  # [.., H, T, Tk]
+        if self.absorb:      # fold W_UK into the query, score against the latent itself
             w_uk = layer["w_uk"].reshape(r, H, hd).transpose(1, 2, 0)    # [H, d_h, r]
             q_lat = mm(q_nope, w_uk)                                     # [..., H, T, r]
-            scores = mm(q_lat, np.swapaxes(c_kv, -1, -2)[..., None, :, :]) + rope_scores
+            scores = mm(q_lat, np.swapaxes(c_kv, -1, -2)[..., None, :, :])   # [..., H, T, Tk]
         else:                # expand every cached latent into per-head K and V
             k_nope = mm(rows(c_kv), layer["w_uk"]).reshape(*lead, Tk, H, hd)
             v = mm(rows(c_kv), layer["w_uv"]).reshape(*lead, Tk, H, hd)
             k_nope, v = np.swapaxes(k_nope, -3, -2), np.swapaxes(v, -3, -2)   # [..., H, Tk, d_h]
-            scores = mm(q_nope, np.swapaxes(k_nope, -1, -2)) + rope_scores   # [..., H, T, Tk]
+            scores = mm(q_nope, np.swapaxes(k_nope, -1, -2))             # [..., H, T, Tk]
+        scores = scores + rope_scores
         scores *= np.float32(1 / np.sqrt(hd + rd))
-        p = self.softmax(scores, self.mask(positions, key_pos, i))
-        if self.absorb:
+        p = self.softmax(scores, self.mask(positions, key_pos, i))     # [..., H, T, Tk]
+        if self.absorb:      # the weighted sum of latents, then W_UV per head
             w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, d_h]
             out = mm(mm(p, c_kv[..., None, :, :]), w_uv)                 # [..., H, T, d_h]
         else:
             out = mm(p, v)                                               # [..., H, T, d_h]
+        # project out: the heads side by side, through W_O
         out = np.swapaxes(out, -3, -2)                                   # [..., T, H, d_h]
         return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
 
     def mask(self, positions, key_pos, layer):
-        """True where query position may see key position: causal, and inside the window."""
-        allowed = key_pos[None, :] <= positions[:, None]                 # [T, Tk]
-        if self.config.layer_kinds[layer] == "sliding":
-            allowed &= key_pos[None, :] > positions[:, None] - self.config.sliding_window
-        return allowed
+        """Bool [T, Tk]: True where a query position may see a key position (causal, and inside
+        a sliding window); None when every query sees every key (a decode step of a full
+        layer), as the layer's LayerSpec says."""
+        return self.config.layers[layer].allowed(positions, key_pos)
 
-    def softmax(self, scores, allowed):
-        """Softmax over the last axis where allowed (elsewhere 0). Works in place on scores."""
-        np.copyto(scores, np.float32(-np.inf), where=~allowed)
+    def softmax(self, scores, allowed=None):
+        """Softmax over the last axis where allowed (elsewhere 0; None: everywhere). Works in
+        place on scores."""
+        if allowed is not None:
+            np.copyto(scores, np.float32(-np.inf), where=~allowed)
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= self.ops.sum_last(scores)
         return scores
+

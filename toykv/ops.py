@@ -14,20 +14,30 @@ import math
 
 import numpy as np
 
+from . import validate
+
 
 class Ops:
     """Matrix products and sums, with a running count of matmul FLOPs (2 per multiply-add)."""
 
     def __init__(self, exact: bool = False):
-        self.exact = bool(exact)
+        self.exact = validate.flag("exact", exact)
         self.flops = 0
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """a [..., m, k] @ b [..., k, n] -> [..., m, n], batch dims broadcast."""
+        """a [..., m, k] @ b [..., k, n] -> [..., m, n], batch dims broadcast. A large b shared
+        by several of a's matrices (attention's keys, shared by the query heads of a group)
+        is read once for all of them (stacked_matmul); a small one, once per matrix, which
+        BLAS does faster for the few rows of a decode step."""
         k = a.shape[-1]
         if b.shape[-2] != k:
             raise ValueError(f"matmul: a has {k} columns but b has {b.shape[-2]} rows")
-        out = np.matmul(a, b) if not self.exact else fixed_order_matmul(a, b)
+        if self.exact:
+            out = fixed_order_matmul(a, b)
+        elif shared_operand(a, b):
+            out = stacked_matmul(a, b)
+        else:
+            out = np.matmul(a, b)
         self.flops += 2 * out.size * k                  # out.size = batch * m * n
         return out
 
@@ -39,6 +49,23 @@ class Ops:
 
 
 FEW_OUTPUTS = 512     # up to this many outputs, fixed_order_matmul's running sums are faster
+SHARED_BYTES = 1 << 20   # a shared matrix this large is read once, for every matrix it serves
+
+
+def shared_operand(a: np.ndarray, b: np.ndarray) -> bool:
+    """True when b [..., 1, k, n] serves G > 1 matrices of a [..., G, m, k] (a broadcast axis
+    just before the matrices) and one matrix of b holds at least SHARED_BYTES: re-reading it
+    for each of a's matrices would stream it from memory G times."""
+    return (a.ndim >= 3 and b.ndim == a.ndim and b.shape[-3] == 1 and a.shape[-3] > 1
+            and b.shape[-2] * b.shape[-1] * b.itemsize >= SHARED_BYTES)
+
+
+def stacked_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a [..., G, m, k] @ b [..., 1, k, n] as one product per matrix of b: a's G matrices
+    stacked as the rows [..., G m, k], so b is read once. -> [..., G, m, n]"""
+    *lead, G, m, k = a.shape
+    out = np.matmul(a.reshape(*lead, G * m, k), b[..., 0, :, :])     # [..., G m, n]
+    return out.reshape(*lead, G, m, b.shape[-1])
 
 
 def fixed_order_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:

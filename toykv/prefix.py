@@ -64,7 +64,7 @@ def compare_reuse(model, prefix_ids, prefix_cache: KVCache, prompt_ids, max_new_
     start = time.perf_counter()
     cache = prefix_cache.copy()                       # bound to prefix_cache's model
     copy_seconds = time.perf_counter() - start
-    model._check_cache(cache, None)                   # another model's cache: refused now
+    model.check_cache(cache, None)                    # another model's cache: refused now
     fresh = list(decode_steps(model, prompt, max_new_tokens, stop_ids=stop_ids))
     reused = list(decode_steps(model, suffix, max_new_tokens, stop_ids=stop_ids, cache=cache))
     return {"fresh": fresh, "reused": reused, "suffix": suffix, "copy_seconds": copy_seconds,

@@ -16,24 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from . import validate
-from .config import ModelConfig
+from .config import ModelConfig, check_config, decode_toy
 from .flops import cached_step_flops, forward_flops, layer_flops
+from .layers import check_absorb
+from .model import check_model
 from .sizing import kv_cache_bytes
 from .steptime import prefill_time_curve, step_time_curve
 from .variants import weight_bytes_read
 
-
-def decode_toy(max_seq_len: int = 4096) -> ModelConfig:
-    """Chapters 5 and 6's model: 6 layers, d_model 1024, 16 query heads of 64 and 4 KV heads
-    (GQA), d_ff 2816, vocab 8192. About 84M parameters, 0.3 GB of float32 weights a decode
-    step reads: far above a CPU's last-level cache, so the weights stream from memory."""
-    return ModelConfig(vocab_size=8192, d_model=1024, n_layers=6, n_heads=16, n_kv_heads=4,
-                       d_ff=2816, max_seq_len=validate.count("max_seq_len", max_seq_len, 1))
-
-
-def _check_config(config):
-    if not isinstance(config, ModelConfig):
-        raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
+MAX_REQUESTS = 10_000_000             # request_lengths draws at most this many (80 MB of int64)
 
 
 def _part(flops: int, nbytes: int) -> dict:
@@ -52,15 +43,13 @@ def decode_step_split(config: ModelConfig, context: int, batch: int = 1,
     MLA counts in its absorbed form (absorb=True); its expanded form also moves rebuilt keys
     (see variants.decode_step_bytes).
     """
-    _check_config(config)
+    check_config(config)
     context = validate.count("context", context, 1)
     batch = validate.count("batch", batch, 1)
-    validate.flag("absorb", absorb)
-    if config.attention == "mla" and not absorb:
+    check_absorb(config, absorb)
+    if any(spec.rebuilt_values(absorb) for spec, _ in config.layer_groups):
         raise ValueError("MLA's expanded form also writes and reads the keys it rebuilds: "
                          "give absorb=True, or use variants.decode_step_bytes")
-    if absorb and config.attention != "mla":
-        raise ValueError(f"absorb=True is for attention='mla' only, got {config.attention!r}")
     one = sum(layer_flops(config, 1, 0, absorb) for _ in range(config.n_layers))
     weight_flops = batch * (one + 2 * config.d_model * config.vocab_size)      # + output head
     cache_flops = cached_step_flops(config, context, absorb, batch) - weight_flops
@@ -85,6 +74,7 @@ def measure_decode(model, context: int, batch: int = 1, steps: int = 5,
     {'flops', 'bytes', 'seconds', 'intensity' (FLOP/byte), 'flops_per_s', 'bytes_per_s',
     'tokens_per_s' (batch / seconds)}.
     """
+    check_model(model)
     context = validate.count("context", context, 2)
     batch = validate.count("batch", batch, 1)
     seconds = step_time_curve(model, [context], steps, threads=threads, batch=batch)[0]
@@ -99,6 +89,7 @@ def measure_prefill(model, prompt_len: int, repeats: int = 3,
 
     The same keys as measure_decode; tokens_per_s is prompt tokens per second.
     """
+    check_model(model)
     prompt_len = validate.count("prompt_len", prompt_len, 1)
     seconds = prefill_time_curve(model, [prompt_len], repeats, threads)[0]
     config = model.config
@@ -109,8 +100,9 @@ def measure_prefill(model, prompt_len: int, repeats: int = 3,
 def request_lengths(n: int, median: int, max_len: int, sigma: float = 1.0,
                     seed: int = 0) -> np.ndarray:
     """n request lengths in tokens (prompt + output): log-normal around `median` with shape
-    `sigma` (a long tail: most short, a few long), rounded and clipped to [1, max_len]. [n]"""
-    n = validate.count("n", n, 1)
+    `sigma` (a long tail: most short, a few long), rounded and clipped to [1, max_len]. [n]
+    n: at most MAX_REQUESTS."""
+    n = validate.count("n", n, 1, MAX_REQUESTS)
     max_len = validate.count("max_len", max_len, 1)
     median = validate.count("median", median, 1, max_len)
     sigma = validate.number("sigma", sigma, allow_minimum=True)
@@ -122,8 +114,9 @@ def request_lengths(n: int, median: int, max_len: int, sigma: float = 1.0,
 def batch_cache_bytes(config: ModelConfig, lengths, batch: int, bytes_per_value=2) -> np.ndarray:
     """KV bytes each batch of `batch` consecutive requests needs once every request has reached
     its length (static batching: a batch's cache peaks at its end). lengths [n] ->
-    [n // batch] (a last, incomplete batch is left out)."""
-    _check_config(config)
+    [n // batch] (a last, incomplete batch is left out). Summed in Python ints, as
+    toykv.sizing counts: int64, or exact Python ints (dtype object) past int64's range."""
+    check_config(config)
     batch = validate.count("batch", batch, 1)
     lengths = np.asarray(lengths).ravel()
     if lengths.dtype.kind not in "iu" or (lengths.size and lengths.min() < 1):
@@ -132,12 +125,13 @@ def batch_cache_bytes(config: ModelConfig, lengths, batch: int, bytes_per_value=
     if len(lengths) < batch:
         raise ValueError(f"{len(lengths)} lengths make no full batch of {batch}")
     unique, index = np.unique(lengths, return_inverse=True)                 # sized once each
-    per_length = np.array([kv_cache_bytes(config, int(n), 1, bytes_per_value) for n in unique],
-                          dtype=np.int64)
-    per_request = per_length[index]                                          # [n]
+    per_length = [kv_cache_bytes(config, int(n), 1, bytes_per_value) for n in unique]
     n_batches = len(lengths) // batch
-    return per_request[:n_batches * batch].reshape(n_batches, batch).sum(axis=1)
+    rows = index[:n_batches * batch].reshape(n_batches, batch)              # [batches, batch]
+    totals = [sum(per_length[i] for i in row) for row in rows.tolist()]    # exact ints
+    fits = max(totals) < 2 ** 63
+    return np.array(totals, dtype=np.int64 if fits else object)
 
 
-__all__ = ["decode_toy", "decode_step_split", "measure_decode", "measure_prefill", "request_lengths",
-           "batch_cache_bytes"]
+__all__ = ["decode_toy", "decode_step_split", "measure_decode", "measure_prefill",
+           "request_lengths", "batch_cache_bytes", "MAX_REQUESTS"]

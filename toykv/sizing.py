@@ -3,16 +3,15 @@
 For MHA/GQA/MQA the cache of B sequences of S tokens holds M_KV = 2 L H_kv d_h S b B bytes
 (K and V per KV head per layer; source_lecture_memory_bound); MLA stores r + d_h^R values
 per token and layer (deepseek2024v2, Table 1). Sliding layers stop at w = sliding_window
-tokens; linear-attention layers hold a fixed state. Every count is an exact Python int.
+tokens; linear-attention layers hold a fixed state. Each layer says what it holds and weighs
+(toykv.layers: config.layers); this module adds them up. Every count is an exact Python int.
 """
 from __future__ import annotations
-
-from collections import Counter
 
 import numpy as np
 
 from . import validate
-from .config import ModelConfig
+from .config import ModelConfig, check_config
 
 
 # -- argument checks: toykv.validate, the one policy for numbers ----------------------
@@ -25,29 +24,11 @@ def _whole(count, size, what):
     return int(total)
 
 
-def _check_config(config):
-    if not isinstance(config, ModelConfig):
-        raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
-
-
 # -- per-token and whole-cache sizes ---------------------------------------------
-def _values_per_token_per_layer(config) -> int:
-    """Values one token adds to one attention layer's cache: 2 H_kv d_h (K and V), or MLA's r + d_h^R."""
-    if config.attention == "mla":
-        return config.kv_lora_rank + config.rope_head_dim
-    return 2 * config.n_kv_heads * config.head_dim
-
-
-def _scales_per_token_per_layer(config) -> int:
-    """Quantization scales per token and layer: one per K/V per KV head (MLA: latent + rope key)."""
-    return 2 if config.attention == "mla" else 2 * config.n_kv_heads
-
-
 def kv_values_per_token(config: ModelConfig) -> int:
     """Values one token adds to the cache, summed over the layers whose cache grows (full, sliding)."""
-    _check_config(config)
-    growing = sum(1 for kind in config.layer_kinds if kind != "linear")
-    return growing * _values_per_token_per_layer(config)
+    check_config(config)
+    return sum(n * spec.values_per_token for spec, n in config.layer_groups)
 
 
 def kv_bytes_per_token(config: ModelConfig, bytes_per_value=2) -> int:
@@ -64,46 +45,27 @@ def kv_cache_bytes(config: ModelConfig, tokens, batch=1, bytes_per_value=2, scal
     layers r + d_h^R values per token. scale_bytes > 0 adds one scale of that many bytes per
     stored token, layer and K/V head (int8 caches keep a float32 scale: 4).
     """
-    _check_config(config)
+    check_config(config)
     tokens = validate.count("tokens", tokens, 0)
     batch = validate.count("batch", batch, 1)
     size = validate.exact_number("bytes_per_value", bytes_per_value)
     scale = validate.exact_number("scale_bytes", scale_bytes, allow_zero=True)
-    kinds = Counter(config.layer_kinds)
-    stored = kinds["full"] * tokens
-    if kinds["sliding"]:
-        stored += kinds["sliding"] * min(tokens, config.sliding_window)
-    values = stored * _values_per_token_per_layer(config) + kinds["linear"] * config.linear_state_values
-    scales = stored * _scales_per_token_per_layer(config)
+    values = sum(n * spec.cache_values(tokens) for spec, n in config.layer_groups)
+    scales = sum(n * spec.cache_scales(tokens) for spec, n in config.layer_groups)
     per_sequence = _whole(values, size, "kv_cache_bytes") + _whole(scales, scale, "scale bytes")
     return batch * per_sequence
 
 
 # -- parameters and weights --------------------------------------------------------
-def _attention_params(config) -> int:
-    """One attention block's weights, as toykv builds them (no biases)."""
-    c = config
-    D, H, hd = c.d_model, c.n_heads, c.head_dim
-    if c.attention == "mla":
-        r, rd = c.kv_lora_rank, c.rope_head_dim
-        return (D * H * (hd + rd)            # wq: non-rotary and rotary query parts
-                + D * (r + rd)               # w_dkv: latent c_kv and the shared rotary key
-                + r                          # kv_norm
-                + 2 * r * H * hd             # w_uk, w_uv: latent -> per-head K and V
-                + H * hd * D)                # wo
-    return D * H * hd + 2 * D * c.n_kv_heads * hd + H * hd * D
-
-
 def param_count(config: ModelConfig, blocks_only: bool = False) -> int:
     """Parameters of a dense toykv model: embedding, untied head, n_layers blocks, final norm.
 
-    blocks_only=True counts just the n_layers blocks (norms, attention, SwiGLU MLP): the part
-    that grows with depth, for the layer-depth argument.
+    blocks_only=True counts just the n_layers blocks (norms, attention, SwiGLU MLP, as each
+    layer's LayerSpec lists them): the part that grows with depth, for the layer-depth argument.
     """
-    _check_config(config)
-    c = config
-    block = 2 * c.d_model + _attention_params(c) + 3 * c.d_model * c.d_ff
-    blocks = c.n_layers * block
+    c = check_config(config)
+    validate.flag("blocks_only", blocks_only)
+    blocks = sum(n * spec.params for spec, n in c.layer_groups)
     if blocks_only:
         return blocks
     embeddings = c.vocab_size * c.d_model * (1 if c.tie_embeddings else 2)
@@ -118,14 +80,16 @@ def weight_bytes(params, bytes_per_param=2) -> int:
     return _whole(params, size, "weight_bytes")
 
 
-def _model_parts(model):
+def model_parts(model) -> tuple[ModelConfig, int]:
     """(config, active params) of a ZooModel or a ModelConfig (then all its params are active)."""
     if isinstance(model, ModelConfig):
         return model, param_count(model)
     config, active = getattr(model, "config", None), getattr(model, "active_params", None)
     if not isinstance(config, ModelConfig) or active is None:
+        hint = " (for a ToyTransformer or a cache, pass its .config)" \
+            if isinstance(config, ModelConfig) else ""
         raise ValueError(f"model must be a toykv.zoo.ZooModel or a ModelConfig, "
-                         f"got {type(model).__name__}")
+                         f"got {type(model).__name__}{hint}")
     return config, active
 
 
@@ -134,9 +98,10 @@ def kv_share(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2):
     """KV bytes / (KV bytes + active weight bytes) read by one decode step.
 
     The weights are read once per step for the whole batch; every sequence's cache is read.
-    tokens: an int (returns a float) or an array of ints (returns an array, same shape).
+    tokens: an int (returns a float), or an array, list or tuple of ints (returns an array of
+    the same shape).
     """
-    config, active = _model_parts(model)
+    config, active = model_parts(model)
     weights = weight_bytes(active, bytes_per_param)
     batch = validate.count("batch", batch, 1)
 
@@ -144,10 +109,12 @@ def kv_share(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2):
         kv = kv_cache_bytes(config, n, batch, bytes_per_value)
         return kv / (kv + weights) if kv + weights else 0.0
 
-    if isinstance(tokens, np.ndarray):
-        if tokens.dtype.kind not in "iu":
-            raise ValueError(f"tokens must be an array of integers, got dtype {tokens.dtype}")
-        return np.array([share(int(n)) for n in tokens.ravel()]).reshape(tokens.shape)
+    if isinstance(tokens, (np.ndarray, list, tuple)):      # many contexts: as many shares
+        array = np.asarray(tokens)
+        if array.dtype.kind not in "iu":
+            raise ValueError(f"tokens must be integers, got dtype {array.dtype}"
+                             + ("" if array.size else " (an empty list)"))
+        return np.array([share(int(n)) for n in array.ravel()]).reshape(array.shape)
     return share(tokens)
 
 
@@ -160,7 +127,7 @@ def sequences_that_fit(model, tokens, memory_bytes, bytes_per_value=2, bytes_per
     """The memory ceiling on batch size: how many sequences of `tokens` tokens have room for
     their cache beside all the weights (a MoE model keeps every expert in memory) in
     memory_bytes. 0 when the weights alone do not fit."""
-    config, _ = _model_parts(model)
+    config, _ = model_parts(model)
     total = model.total_params if hasattr(model, "total_params") else param_count(config)
     memory = validate.exact_number("memory_bytes", memory_bytes)
     room = memory - weight_bytes(total, bytes_per_param)
@@ -178,4 +145,5 @@ def max_tokens_per_second(bandwidth_bytes_per_s, bytes_per_step) -> float:
 
 
 __all__ = ["kv_values_per_token", "kv_bytes_per_token", "kv_cache_bytes", "param_count",
-           "weight_bytes", "kv_share", "relative_decode_speed", "max_tokens_per_second", "sequences_that_fit"]
+           "weight_bytes", "model_parts", "kv_share", "relative_decode_speed",
+           "max_tokens_per_second", "sequences_that_fit"]

@@ -12,20 +12,19 @@ alike. prefill_time_curve times whole prompts of several lengths (the time to fi
 from __future__ import annotations
 
 import contextlib
+import itertools
 import time
 
 import numpy as np
 
 from . import validate
+from .cache import check_cache
+from .layers import check_kv_dtype
+from .model import check_model
 
 FILL_CHUNK = 256                      # positions written per update call
-
-
-def _entry_shapes(config) -> dict[str, tuple[int, ...]]:
-    """What the cache stores per position and layer: K and V per KV head, or MLA's latent and key."""
-    if config.attention == "mla":
-        return {"c_kv": (config.kv_lora_rank,), "k_rope": (config.rope_head_dim,)}
-    return {"k": (config.n_kv_heads, config.head_dim), "v": (config.n_kv_heads, config.head_dim)}
+MAX_STEPS = 10_000                    # timed steps (or repeats) per measurement, at most
+MAX_POINTS = 1_000                    # contexts or prompt lengths per curve, at most
 
 
 def fill_cache(cache, tokens: int, seed: int = 0) -> None:
@@ -35,14 +34,15 @@ def fill_cache(cache, tokens: int, seed: int = 0) -> None:
     copy, not a forward pass. len(cache) grows by `tokens`; a batched cache gets the same
     entries in every sequence.
     """
+    check_cache(cache)
     tokens = validate.count("tokens", tokens, 0)
     config = cache.config
     if len(cache) + tokens > config.max_seq_len:
         raise ValueError(f"{len(cache)} cached + {tokens} tokens exceeds max_seq_len "
                          f"{config.max_seq_len}")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validate.count("seed", seed, 0))
     block = {name: rng.standard_normal((FILL_CHUNK, *shape)).astype(np.float32)
-             for name, shape in _entry_shapes(config).items()}            # [chunk, ...]
+             for name, shape in config.layers[0].entries}                 # [chunk, ...]
     done = 0
     while done < tokens:
         T = min(FILL_CHUNK, tokens - done)
@@ -62,6 +62,16 @@ def _ids(token_ids, batch: int | None) -> np.ndarray:
     """token_ids [T] for one sequence, or the same ids for every sequence: [batch, T]."""
     ids = np.asarray(token_ids)
     return ids if batch is None else np.tile(ids, (batch, 1))
+
+
+def _points(name: str, values, minimum: int, maximum: int | None = None) -> list[int]:
+    """A list of at most MAX_POINTS counts, each checked (a str is not a list of them)."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{name} must be a list of integers, got {values!r}")
+    values = list(itertools.islice(values, MAX_POINTS + 1))     # never more than that read
+    if len(values) > MAX_POINTS:
+        raise ValueError(f"{name} has more than MAX_POINTS={MAX_POINTS} entries")
+    return [validate.count(name, v, minimum, maximum) for v in values]
 
 
 @contextlib.contextmanager
@@ -97,8 +107,12 @@ def limit_blas_threads(n: int = 1):
 def step_seconds(model, cache, steps: int = 7, token: int = 0) -> np.ndarray:
     """Wall-clock seconds of `steps` single-token decode steps, one after another. [steps]
 
-    A batched cache steps all its sequences at once (the same token in each)."""
-    steps = validate.count("steps", steps, 1)
+    A batched cache steps all its sequences at once (the same token in each). steps: at most
+    MAX_STEPS."""
+    check_model(model)
+    check_cache(cache)
+    steps = validate.count("steps", steps, 1, MAX_STEPS)
+    token = validate.count("token", token, 0, model.config.vocab_size - 1)
     ids = _ids([token], cache.batch)                       # [1] or [B, 1]
     seconds = np.empty(steps)
     for i in range(steps):
@@ -115,10 +129,13 @@ def step_time_curve(model, contexts, steps: int = 7, kv_dtype: str = "float32",
 
     One cache is filled up to each context in turn; the `steps` timed steps run at contexts
     c, c+1, ..., c+steps-1, so consecutive contexts must be at least `steps` apart.
-    batch=B times steps of B sequences together (a cache from new_cache(batch=B)).
+    batch=B times steps of B sequences together (a cache from new_cache(batch=B)). steps: at
+    most MAX_STEPS; contexts: at most MAX_POINTS of them.
     """
-    steps = validate.count("steps", steps, 1)
-    contexts = [validate.count("contexts", c, 2) for c in contexts]
+    check_model(model)
+    steps = validate.count("steps", steps, 1, MAX_STEPS)
+    kv_dtype = check_kv_dtype(kv_dtype)
+    contexts = _points("contexts", contexts, 2)
     if not contexts:
         raise ValueError("contexts is empty: give at least one context")
     gaps = np.diff([1] + contexts)
@@ -127,6 +144,7 @@ def step_time_curve(model, contexts, steps: int = 7, kv_dtype: str = "float32",
     if contexts[-1] + steps - 1 > model.config.max_seq_len:
         raise ValueError(f"the last steps reach context {contexts[-1] + steps - 1}, above "
                          f"max_seq_len {model.config.max_seq_len}")
+    seed = validate.count("seed", seed, 0)
     cache = model.new_cache(batch=batch, kv_dtype=kv_dtype)
     medians = np.empty(len(contexts))
     with blas_threads(threads):
@@ -140,12 +158,14 @@ def step_time_curve(model, contexts, steps: int = 7, kv_dtype: str = "float32",
 def prefill_time_curve(model, prompt_lens, repeats: int = 3, threads: int | None = 1,
                        seed: int = 0) -> np.ndarray:
     """Median seconds of a prefill (one forward pass of a random prompt into an empty cache)
-    for each prompt length: the time to first token. [len(prompt_lens)]"""
-    repeats = validate.count("repeats", repeats, 1)
-    lens = [validate.count("prompt_lens", n, 1, model.config.max_seq_len) for n in prompt_lens]
+    for each prompt length: the time to first token. [len(prompt_lens)] repeats: at most
+    MAX_STEPS; prompt_lens: at most MAX_POINTS of them."""
+    check_model(model)
+    repeats = validate.count("repeats", repeats, 1, MAX_STEPS)
+    lens = _points("prompt_lens", prompt_lens, 1, model.config.max_seq_len)
     if not lens:
         raise ValueError("prompt_lens is empty: give at least one prompt length")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(validate.count("seed", seed, 0))
     medians = np.empty(len(lens))
     with blas_threads(threads):
         model.forward([0], model.new_cache())              # warm up: first-call costs
@@ -161,5 +181,6 @@ def prefill_time_curve(model, prompt_lens, repeats: int = 3, threads: int | None
     return medians
 
 
-__all__ = ["FILL_CHUNK", "fill_cache", "blas_threads", "limit_blas_threads", "step_seconds",
+__all__ = ["FILL_CHUNK", "MAX_STEPS", "MAX_POINTS", "fill_cache", "blas_threads",
+           "limit_blas_threads", "step_seconds",
            "step_time_curve", "prefill_time_curve"]

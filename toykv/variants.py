@@ -10,32 +10,42 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import validate
-from .config import ModelConfig
+from .config import ATTENTION_KINDS, ModelConfig, check_config, long_context_toy
 from .flops import cached_step_flops
+from .layers import KV_DTYPE_BYTES, check_absorb, check_kv_dtype
 from .sizing import kv_cache_bytes, param_count
 
-VARIANTS = ("mha", "gqa", "mqa", "mla")
-# bytes per stored value, and bytes of the float32 scale stored per token, head and K or V
-KV_DTYPE_BYTES = {"float32": (4, 0), "float16": (2, 0), "int8": (1, 4)}
+VARIANTS = ATTENTION_KINDS            # 'mha', 'gqa', 'mqa', 'mla': toykv.config's one list
 WEIGHT_BYTES = 4                      # toykv's weights are float32
 # the variants of chapters 7 and 8: GQA with G = 4, MLA with DeepSeek-V2's ratios to head_dim
 # (kv_lora_rank = 4 d_h, rope_head_dim = d_h / 2)
 TOY_VARIANT_SHAPES = {"gqa_kv_heads": 3, "kv_lora_rank": 256, "rope_head_dim": 32}
 
 
-def long_context_toy(max_seq_len: int = 16_448) -> ModelConfig:
-    """Chapters 7 and 8's toy: 4 layers, d_model 768, 12 heads of 64, d_ff 2048, vocab 2048.
-
-    About 30M parameters, 120 MB in float32: well above a CPU's last-level cache, so a decode
-    step streams its weights from memory. Its MHA cache at 16,384 tokens is 3.4 times that.
-    """
-    return ModelConfig(vocab_size=2048, d_model=768, n_layers=4, n_heads=12, d_ff=2048,
-                       max_seq_len=validate.count("max_seq_len", max_seq_len, 1))
-
-
-def _check_config(config):
-    if not isinstance(config, ModelConfig):
-        raise ValueError(f"config must be a toykv.ModelConfig, got {type(config).__name__}")
+def with_attention(config: ModelConfig, variant: str, n_kv_heads: int | None = None,
+                   kv_lora_rank: int | None = None, rope_head_dim: int | None = None
+                   ) -> ModelConfig:
+    """config with its attention swapped for `variant` ('mha', 'gqa', 'mqa' or 'mla'), all
+    else kept (d_model, layers, query heads, head_dim, MLP, window): the one way toykv swaps
+    the attention. GQA needs n_kv_heads (1 < n_kv_heads < n_heads, dividing it), MLA
+    kv_lora_rank and rope_head_dim; ValueError if the variant does not fit the heads."""
+    check_config(config)
+    validate.choice("variant", variant, VARIANTS)
+    H = config.n_heads
+    plain = replace(config, attention=None, n_kv_heads=None, kv_lora_rank=None,
+                    rope_head_dim=None)
+    if variant == "mla":
+        return replace(plain, attention="mla",
+                       kv_lora_rank=validate.count("kv_lora_rank", kv_lora_rank, 1),
+                       rope_head_dim=validate.count("rope_head_dim", rope_head_dim, 2))
+    if variant == "gqa":
+        if H < 4:
+            raise ValueError(f"GQA needs n_heads >= 4 (1 < n_kv_heads < n_heads), got "
+                             f"n_heads={H}")
+        n_kv_heads = validate.count("gqa_kv_heads", n_kv_heads, 2, H - 1)
+        if H % n_kv_heads:
+            raise ValueError(f"gqa_kv_heads must divide n_heads ({H}), got {n_kv_heads}")
+    return replace(plain, n_kv_heads={"mha": H, "gqa": n_kv_heads, "mqa": 1}[variant])
 
 
 def attention_variants(config: ModelConfig, gqa_kv_heads: int, kv_lora_rank: int,
@@ -44,23 +54,12 @@ def attention_variants(config: ModelConfig, gqa_kv_heads: int, kv_lora_rank: int
 
     Everything but the attention is kept (d_model, layers, query heads, head_dim, MLP, window).
     GQA gets gqa_kv_heads KV heads; MLA caches kv_lora_rank latent values and a shared rotary
-    key of rope_head_dim values per token and layer.
+    key of rope_head_dim values per token and layer (with_attention, for each).
     """
-    _check_config(config)
-    H = config.n_heads
-    if H < 4:
-        raise ValueError(f"GQA needs n_heads >= 4 (1 < n_kv_heads < n_heads), got n_heads={H}")
-    g = validate.count("gqa_kv_heads", gqa_kv_heads, 2, H - 1)
-    if H % g:
-        raise ValueError(f"gqa_kv_heads must divide n_heads ({H}), got {g}")
-    r = validate.count("kv_lora_rank", kv_lora_rank, 1)
-    rd = validate.count("rope_head_dim", rope_head_dim, 2)
-    plain = replace(config, attention=None, n_kv_heads=None, kv_lora_rank=None,
-                    rope_head_dim=None)
-    return {"mha": replace(plain, n_kv_heads=H),
-            "gqa": replace(plain, n_kv_heads=g),
-            "mqa": replace(plain, n_kv_heads=1),
-            "mla": replace(plain, attention="mla", kv_lora_rank=r, rope_head_dim=rd)}
+    check_config(config)
+    with_attention(config, "gqa", gqa_kv_heads)                  # its checks first, in order
+    return {variant: with_attention(config, variant, gqa_kv_heads, kv_lora_rank, rope_head_dim)
+            for variant in VARIANTS}
 
 
 def weight_bytes_read(config: ModelConfig, bytes_per_param=WEIGHT_BYTES) -> int:
@@ -69,7 +68,7 @@ def weight_bytes_read(config: ModelConfig, bytes_per_param=WEIGHT_BYTES) -> int:
     The input embedding is looked up (one row), so an untied table is not read whole; a tied
     table is, as the output head.
     """
-    _check_config(config)
+    check_config(config)
     size = validate.exact_number("bytes_per_param", bytes_per_param)
     params = param_count(config)
     if not config.tie_embeddings:
@@ -78,12 +77,6 @@ def weight_bytes_read(config: ModelConfig, bytes_per_param=WEIGHT_BYTES) -> int:
     if total.denominator != 1:
         raise ValueError(f"{params} params x {float(size)} bytes is not a whole number of bytes")
     return int(total)
-
-
-def _held(config, context):
-    """Positions each layer attends over at this context: all, or the window (sliding)."""
-    return [min(context, config.sliding_window) if kind == "sliding" else context
-            for kind in config.layer_kinds]
 
 
 def decode_step_bytes(config: ModelConfig, context: int, kv_dtype: str = "float32",
@@ -95,20 +88,17 @@ def decode_step_bytes(config: ModelConfig, context: int, kv_dtype: str = "float3
     held position and head (2 * H * head_dim float32 values each), writes them and reads them
     back. The scores (H values per position) are left out. total: the sum.
     """
-    _check_config(config)
+    check_config(config)
     context = validate.count("context", context, 1)
-    validate.choice("kv_dtype", kv_dtype, tuple(KV_DTYPE_BYTES))
-    validate.flag("absorb", absorb)
-    if absorb and config.attention != "mla":
-        raise ValueError(f"absorb=True is for attention='mla' only, got {config.attention!r}")
+    kv_dtype = check_kv_dtype(kv_dtype)
+    check_absorb(config, absorb)
     value_bytes, scale_bytes = KV_DTYPE_BYTES[kv_dtype]
+    rebuilt = sum(n * spec.rebuilt_values(absorb) * spec.held(context)   # MLA expanded only
+                  for spec, n in config.layer_groups)
     parts = {"weights": weight_bytes_read(config),
              "cache": kv_cache_bytes(config, context, bytes_per_value=value_bytes,
                                      scale_bytes=scale_bytes),
-             "expanded": 0}
-    if config.attention == "mla" and not absorb:
-        per_position = 2 * config.n_heads * config.head_dim * 4          # K and V, float32
-        parts["expanded"] = 2 * per_position * sum(_held(config, context))  # write + read
+             "expanded": 2 * 4 * rebuilt}                           # float32, written + read
     parts["total"] = sum(parts.values())
     return parts
 
@@ -138,5 +128,6 @@ def cache_intensity(config: ModelConfig, absorb: bool = False, kv_dtype: str = "
     return extra_flops / extra_bytes
 
 
-__all__ = ["cache_intensity", "VARIANTS", "KV_DTYPE_BYTES", "TOY_VARIANT_SHAPES", "long_context_toy", "attention_variants", "weight_bytes_read",
+__all__ = ["cache_intensity", "VARIANTS", "KV_DTYPE_BYTES", "TOY_VARIANT_SHAPES",
+           "long_context_toy", "with_attention", "attention_variants", "weight_bytes_read",
            "decode_step_bytes", "decode_step_cost"]

@@ -5,11 +5,9 @@ cell) and compute every expected value with toykv's own attention layer.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from ..config import ModelConfig
+from ..config import recap_toy
 from ..model import ToyTransformer, apply_rope
 from ._core import _say, answer_check, describe, plain, whole
 
@@ -18,8 +16,7 @@ RTOL, ATOL = 1e-4, 1e-5        # float32 rounding between two correct implementa
 
 def chapter_model(**changes) -> ToyTransformer:
     """The chapter's model: d_model 32, 4 heads of 8, 2 layers, seed 0 (changes: config fields)."""
-    config = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64)
-    return ToyTransformer(dataclasses.replace(config, **changes), seed=0)
+    return ToyTransformer(recap_toy(**changes), seed=0)
 
 
 def chapter_tokens(n: int = 10, seed: int = 0) -> np.ndarray:

@@ -1,0 +1,220 @@
+"""One description of a layer: what it is, what it weighs, what its cache holds and costs.
+
+`describe(config)` (also `config.layers`) gives one LayerSpec per layer, built once per config,
+in the spirit of Hugging Face's cache layers (DynamicLayer, DynamicSlidingWindowLayer: their
+`is_sliding` and `get_mask_sizes`). The model's weights, both loaders, KVCache, the mask,
+toykv.flops, toykv.sizing, toykv.variants and toykv.steptime read it, so the attention kind and
+the layer kind are decided here and nowhere else:
+
+- the attention kind ('mha', 'gqa', 'mqa' share one form, H_kv heads of keys and values; 'mla'
+  is DeepSeek-V2's latent form, deepseek2024v2) gives the cache entries and their per-token
+  shapes, the weight shapes, how many values RoPE turns, and the FLOPs of a layer;
+- the layer kind ('full', 'sliding', 'linear') gives the positions held at a context and the
+  mask: a sliding layer keeps the last w = sliding_window positions, a linear-attention layer
+  a fixed state of linear_state_values values (for sizing only: the numpy model has none).
+
+KV_DTYPE_BYTES is the one table of what a stored value costs in each cache dtype.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import validate
+
+# bytes per stored value, and bytes of the float32 scale int8 keeps per token, head and entry
+KV_DTYPE_BYTES = {"float32": (4, 0), "float16": (2, 0), "int8": (1, 4)}
+# the weights whose output joins the residual stream: initialised smaller (model.py)
+RESIDUAL_OUTPUTS = ("wo", "w_down")
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One layer, as toykv builds, caches and counts it. Shapes in values, weights [in, out].
+
+    kind: 'full' | 'sliding' | 'linear'; attention: 'mha' | 'gqa' | 'mqa' | 'mla'; window: w
+    of a sliding layer (else None); n_heads, head_dim: H and d_h of the queries; rope_dim: the
+    values RoPE turns per head (d_h, or MLA's d_h^R); entries: the cache's (name, per-token
+    shape) pairs; weights: (name, shape) pairs in the order a seeded model draws them;
+    state_values: a linear layer's fixed state per sequence.
+    """
+
+    kind: str
+    attention: str
+    window: int | None
+    n_heads: int
+    head_dim: int
+    rope_dim: int
+    entries: tuple
+    weights: tuple
+    state_values: int = 0
+
+    @property
+    def is_sliding(self) -> bool:
+        """True for a layer that keeps only the last `window` positions."""
+        return self.kind == "sliding"
+
+    @property
+    def entry_shapes(self) -> dict[str, tuple]:
+        """{cache entry: its per-token shape}: 'k', 'v' [H_kv, d_h], or MLA's 'c_kv' [r] and
+        'k_rope' [d_h^R]. Empty for a linear layer."""
+        return dict(self.entries)
+
+    @property
+    def weight_shapes(self) -> dict[str, tuple]:
+        """{weight name: shape}: projections [in, out], norms [n]."""
+        return dict(self.weights)
+
+    # -- what the cache holds -------------------------------------------------------------
+    def held(self, context: int) -> int:
+        """Positions the layer's cache holds once `context` tokens have gone by: all of them,
+        the last `window` (sliding), or none (a linear layer keeps a fixed state instead)."""
+        if self.kind == "linear":
+            return 0
+        return min(context, self.window) if self.is_sliding else context
+
+    def mask_sizes(self, n_new: int, n_cached: int) -> tuple[int, int]:
+        """(keys the n_new queries are scored against, position of the first): the positions
+        held before this step plus the new ones (as HF's get_mask_sizes)."""
+        held = self.held(n_cached)
+        return held + n_new, n_cached - held
+
+    def allowed(self, positions: np.ndarray, key_positions: np.ndarray):
+        """Bool [T, Tk]: query position may see key position (causal, and inside the window);
+        None when every query may see every key (a decode step), so nothing needs masking.
+        Key positions are ascending, as a cache returns them."""
+        first, last = key_positions[0], key_positions[-1]
+        if last <= positions[0] and (not self.is_sliding or first > positions[-1] - self.window):
+            return None
+        allowed = key_positions[None, :] <= positions[:, None]                    # [T, Tk]
+        if self.is_sliding:
+            allowed &= key_positions[None, :] > positions[:, None] - self.window
+        return allowed
+
+    @property
+    def values_per_token(self) -> int:
+        """Values one token adds to this layer's cache (0 for a linear layer)."""
+        return sum(math.prod(shape) for _, shape in self.entries)
+
+    @property
+    def scales_per_token(self) -> int:
+        """int8 scales one token adds: one per entry and head (per row of d_h values)."""
+        return sum(math.prod(shape[:-1]) for _, shape in self.entries)
+
+    def cache_values(self, context: int) -> int:
+        """Values the layer holds per sequence at this context (a linear layer: its state)."""
+        return self.state_values if self.kind == "linear" else \
+            self.held(context) * self.values_per_token
+
+    def cache_scales(self, context: int) -> int:
+        """int8 scales the layer holds per sequence at this context."""
+        return self.held(context) * self.scales_per_token
+
+    # -- what it weighs and computes ------------------------------------------------------
+    @property
+    def params(self) -> int:
+        """Parameters of the layer's weights (norms, attention, SwiGLU MLP)."""
+        return sum(math.prod(shape) for _, shape in self.weights)
+
+    def flops(self, T: int, Tk: int, absorb: bool = False) -> int:
+        """Matmul FLOPs (2 per multiply-add) of T new tokens scored against Tk keys.
+
+        Every weight matrix multiplies the T new rows, except those the expanded MLA form
+        applies to the Tk cached latents instead (it rebuilds every key and value); scoring
+        and weighting take 2 H T Tk (score values + value values) more.
+        """
+        per_key, score_dim, value_dim = _attention_core(self, absorb)
+        matrices = {name: math.prod(shape) for name, shape in self.weights if len(shape) == 2}
+        per_token = sum(size for name, size in matrices.items() if name not in per_key)
+        keys = sum(matrices[name] for name in per_key)
+        return 2 * T * per_token + 2 * Tk * keys + 2 * self.n_heads * T * Tk * (score_dim +
+                                                                               value_dim)
+
+    def rebuilt_values(self, absorb: bool = False) -> int:
+        """Values per held position the layer rebuilds from its cache in a step: MLA's
+        expanded form makes every head's key and value (2 H d_h); every other form none."""
+        per_key, _, _ = _attention_core(self, absorb)
+        return sum(self.weight_shapes[name][1] for name in per_key)
+
+
+# -- the attention kinds: their cache entries, weights and attention core ------------------
+def _kv_heads(c) -> dict:
+    """MHA, GQA, MQA: H_kv heads of keys and values, each of d_h values."""
+    D, H, Hkv, hd = c.d_model, c.n_heads, c.n_kv_heads, c.head_dim
+    return dict(entries=(("k", (Hkv, hd)), ("v", (Hkv, hd))), rope_dim=hd,
+                weights=(("wq", (D, H * hd)), ("wk", (D, Hkv * hd)), ("wv", (D, Hkv * hd))))
+
+
+def _latent(c) -> dict:
+    """MLA: a latent c_kv of r values and one shared rotary key of d_h^R values per token."""
+    D, H, hd, r, rd = c.d_model, c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
+    return dict(entries=(("c_kv", (r,)), ("k_rope", (rd,))), rope_dim=rd,
+                weights=(("wq", (D, H * (hd + rd))), ("w_dkv", (D, r + rd)), ("kv_norm", (r,)),
+                         ("w_uk", (r, H * hd)), ("w_uv", (r, H * hd))))
+
+
+ATTENTION_FORMS = {"mha": _kv_heads, "gqa": _kv_heads, "mqa": _kv_heads, "mla": _latent}
+
+
+def _attention_core(spec: LayerSpec, absorb: bool) -> tuple[tuple, int, int]:
+    """(weights applied to every cached key, values per score, values per weighted sum)."""
+    if spec.attention != "mla":
+        return (), spec.head_dim, spec.head_dim
+    r, rd = spec.entry_shapes["c_kv"][0], spec.entry_shapes["k_rope"][0]
+    if absorb:              # scores against the latent and the rotary key; sums of latents
+        return (), r + rd, r
+    return ("w_uk", "w_uv"), spec.head_dim + rd, spec.head_dim      # keys, values rebuilt
+
+
+def describe(config) -> tuple[LayerSpec, ...]:
+    """One LayerSpec per layer of config (layers of the same kind share one object)."""
+    c = config
+    form = ATTENTION_FORMS[c.attention](c)
+    D, F, H, hd = c.d_model, c.d_ff, c.n_heads, c.head_dim
+    weights = (("attn_norm", (D,)), ("mlp_norm", (D,)), ("w_gate", (D, F)), ("w_up", (D, F)),
+               ("w_down", (F, D)), ("wo", (H * hd, D))) + form["weights"]
+    specs = {}
+    for kind in dict.fromkeys(c.layer_kinds):
+        # a linear layer has no cache entries; its weights are counted as toykv's attention
+        # block (toykv has no linear-attention weights: hfconfig counts a real model's)
+        specs[kind] = LayerSpec(
+            kind=kind, attention=str(c.attention),
+            window=c.sliding_window if kind == "sliding" else None, n_heads=H, head_dim=hd,
+            rope_dim=form["rope_dim"], entries=() if kind == "linear" else form["entries"],
+            weights=weights, state_values=c.linear_state_values if kind == "linear" else 0)
+    return tuple(specs[kind] for kind in c.layer_kinds)
+
+
+def groups(config) -> list[tuple[LayerSpec, int]]:
+    """(spec, how many layers are it) for each distinct layer of config, in first-seen order:
+    a sum over a model's layers needs one term per kind of layer, not one per layer."""
+    return list(Counter(config.layers).items())
+
+
+# -- checks shared by every module that takes a kv_dtype or absorb -------------------------
+def check_kv_dtype(kv_dtype) -> str:
+    """The cache dtype's name ('float32', 'float16' or 'int8'); numpy dtypes and types welcome
+    (np.dtype('float16'), np.int8), anything else refused with the names."""
+    if not isinstance(kv_dtype, str):
+        try:
+            kv_dtype = np.dtype(kv_dtype).name if isinstance(kv_dtype, (np.dtype, type)) \
+                else kv_dtype
+        except TypeError:
+            pass
+    return validate.choice("kv_dtype", kv_dtype, tuple(KV_DTYPE_BYTES))
+
+
+def check_absorb(config, absorb) -> bool:
+    """absorb as a bool: MLA's absorbed form (deepseek2024v2, section 2.1), for MLA only."""
+    validate.flag("absorb", absorb)
+    if absorb and config.attention != "mla":
+        raise ValueError(f"absorb=True is for attention='mla' only (its absorbed form), got "
+                         f"attention={config.attention!r}")
+    return absorb
+
+
+__all__ = ["LayerSpec", "describe", "groups", "check_kv_dtype", "check_absorb",
+           "KV_DTYPE_BYTES", "ATTENTION_FORMS"]
