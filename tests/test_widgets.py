@@ -601,7 +601,7 @@ def _still_works(calc):
     ("batch", -3, "batch"), ("gpu_memory_gib", 1e-12, "gpu_memory_gib must be a number >= 0.01"),
     ("gpu_memory_gib", math.inf, "gpu_memory_gib must be a finite number"),
     ("gpu_memory_gib", math.nan, "gpu_memory_gib"), ("gpu_memory_gib", 0, "gpu_memory_gib"),
-    ("kv_heads", 2.5, "kv_heads must be an integer"), ("kv_heads", 5, "multiple"),
+    ("kv_heads", 2.5, "kv_heads must be an integer"), ("kv_heads", 5, "must divide n_heads"),
     ("kv_heads", 10 ** 310, "kv_heads")])
 def test_numeric_extremes_give_a_message_and_the_widget_still_works(fresh, control, value, words):
     if control == "kv_heads":

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .. import hfconfig, sizing, validate, zoo
+from .. import hfconfig, sizing, validate, variants, zoo
 
 GiB = 2 ** 30
 PASTED_NAME = "pasted config.json"
@@ -163,11 +163,9 @@ def variant_model(base: zoo.ZooModel, variant: str, kv_heads: int | None = None)
     heads = base.config.n_heads
     if variant == "gqa":
         kv_heads = default_kv_heads(base.config) if kv_heads is None else kv_heads
-    n_kv_heads = {"mha": heads, "gqa": kv_heads, "mqa": 1, "mla": None}[variant]
-    latent = MLA_LATENT if variant == "mla" else dict(kv_lora_rank=None, rope_head_dim=None)
     try:
-        config = dataclasses.replace(base.config, attention=variant, n_kv_heads=n_kv_heads,
-                                     **latent)
+        config = variants.with_attention(base.config, variant, n_kv_heads=kv_heads,
+                                         **(MLA_LATENT if variant == "mla" else {}))
     except ValueError as err:
         label = dict((key, label) for label, key in VARIANTS)[variant]
         extra = f" with {kv_heads} KV heads" if variant == "gqa" else ""
