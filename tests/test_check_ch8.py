@@ -3,16 +3,20 @@ import pytest
 
 from toykv.check import NOT_ANSWERED, ch8_ex1, ch8_ex2, ch8_ex3, ch8_ex4
 
-W8, KV8 = 2 * 8_030_000_000, 2 * 32 * 8 * 128 * 2    # Llama 3.1 8B: bf16 weights, cache/token
+# Llama 3.1 8B: the bf16 weights a step reads (8.03B less its untied 128,256 x 4,096 input
+# table but the row looked up), and its cache per token
+W8, KV8 = 2 * (8_030_000_000 - 128_255 * 4_096), 2 * 32 * 8 * 128 * 2
+W8_ALL = 2 * 8_030_000_000                           # the essay's convention: every weight
 EX1 = -(-W8 // KV8)                                  # first S with KV8 * S >= W8
 KV_32K = KV8 * 32768
 EX2 = W8 / (W8 + 16 * KV_32K)                        # weights once, 16 caches
-MM2 = 2 * 62 * 8 * 128 * 2 * 10**6 + 2 * 10 * 10**9  # MiniMax M2 bytes per step at 10^6
+MM2_W = 2 * (10 * 10**9 - 200_063 * 3_072)          # MiniMax M2: 10B active, untied 200,064 x 3,072
+MM2 = 2 * 62 * 8 * 128 * 2 * 10**6 + MM2_W           # bytes per step at 10^6
 EX4 = MM2 / 2**30
 
 
-@pytest.mark.parametrize("check, answer", [(ch8_ex1, EX1), (ch8_ex2, EX2), (ch8_ex2, 0.19),
-                                           (ch8_ex4, EX4), (ch8_ex4, 255.1)])
+@pytest.mark.parametrize("check, answer", [(ch8_ex1, EX1), (ch8_ex2, EX2), (ch8_ex2, 0.18),
+                                           (ch8_ex4, EX4), (ch8_ex4, 254.0)])
 def test_official_answers_pass(check, answer, capsys):
     assert check(answer)
     assert capsys.readouterr().out.startswith("Right.")
@@ -36,15 +40,16 @@ def test_none_is_not_answered(check, capsys):
 
 @pytest.mark.parametrize("check, wrong, hint", [
     (ch8_ex1, EX1 - 1, "a little smaller"),
+    (ch8_ex1, -(-W8_ALL // KV8), "every active weight"),
     (ch8_ex1, -(-(W8 // 2) // KV8), "2 bytes per parameter"),
     (ch8_ex1, -(-W8 // (KV8 // 2)), "2 bytes per value"),
     (ch8_ex1, -(-W8 // (4 * KV8)), "query heads"),
     (ch8_ex2, W8 / (W8 + KV_32K), "one sequence"),
     (ch8_ex2, 16 * KV_32K / (W8 + 16 * KV_32K), "1 - share"),
     (ch8_ex4, MM2 / 10**9, "GB"),
-    (ch8_ex4, (MM2 - 2 * 10 * 10**9) / 2**30, "cache alone"),
-    (ch8_ex4, (2 * 62 * 8 * 128 * 2 * 2**20 + 2 * 10 * 10**9) / 2**30, "2^20"),
-    (ch8_ex4, (MM2 - 2 * 10 * 10**9) / 2**30 + 20, "mixed GiB"),
+    (ch8_ex4, (MM2 - MM2_W) / 2**30, "cache alone"),
+    (ch8_ex4, (2 * 62 * 8 * 128 * 2 * 2**20 + MM2_W) / 2**30, "2^20"),
+    (ch8_ex4, (MM2 - MM2_W) / 2**30 + MM2_W / 10**9, "mixed GiB"),
 ])
 def test_typical_mistakes_get_their_hint(check, wrong, hint, capsys):
     assert not check(wrong)
@@ -71,8 +76,8 @@ def test_the_expected_value_is_never_printed(check, answer, expected, capsys):
 
 
 def test_wrong_types_are_named(capsys):
-    assert ch8_ex1(122529.0)                            # an integral float is the count
-    assert not ch8_ex1(122528.5)
+    assert ch8_ex1(114513.0)                            # an integral float is the count
+    assert not ch8_ex1(114512.5)
     assert "whole number" in capsys.readouterr().out
-    assert not ch8_ex4("255")
+    assert not ch8_ex4("254")
     assert "GiB" in capsys.readouterr().out

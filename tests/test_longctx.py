@@ -13,12 +13,15 @@ LLAMA70 = zoo.get("llama-3.3-70b").config
 
 def test_step_bytes_by_hand():
     parts = step_bytes(LLAMA8, 8192)
-    assert parts["weights"] == 2 * 8_030_000_000                  # bf16 active weights
+    # bf16 active weights but the untied 128,256 x 4,096 input table, of which one row is read
+    assert parts["weights"] == 2 * (8_030_000_000 - 128_255 * 4_096)
+    assert step_bytes(LLAMA8, 8192, weights="active")["weights"] == 2 * 8_030_000_000
     assert parts["kv"] == 2 * 32 * 8 * 128 * 2 * 8192              # K and V, 32 layers
     assert parts["total"] == parts["weights"] + parts["kv"]
     assert parts["share"] == parts["kv"] / parts["total"]
-    batch = step_bytes(LLAMA8, 8192, batch=4)                      # weights read once
-    assert batch["weights"] == parts["weights"] and batch["kv"] == 4 * parts["kv"]
+    batch = step_bytes(LLAMA8, 8192, batch=4)       # weights read once, 4 rows looked up
+    assert batch["weights"] == parts["weights"] + 2 * 3 * 4_096
+    assert batch["kv"] == 4 * parts["kv"]
 
 
 def test_share_curve_marks_the_published_maximum():
@@ -27,17 +30,23 @@ def test_share_curve_marks_the_published_maximum():
     assert within.tolist() == [True, True, False, False]
     assert np.all(np.diff(shares) > 0)
     # by hand: 131,072 bytes of bf16 cache per token (2 x 32 layers x 8 heads x 128 x 2) against
-    # 8.03B bf16 weights, the published count the zoo carries
+    # the bf16 weights a step reads: 8.03B, the published count the zoo carries, less the
+    # untied input table but one row
     kv = 131_072 * np.array(contexts)
-    np.testing.assert_allclose(shares, kv / (kv + 2 * 8_030_000_000), rtol=1e-12)
-    assert round(float(shares[-1]), 3) == 0.891          # at 10^6 tokens, as checked by hand
+    read = 2 * (8_030_000_000 - 128_255 * 4_096)
+    np.testing.assert_allclose(shares, kv / (kv + read), rtol=1e-12)
+    essay, _ = share_curve(LLAMA8, contexts, weights="active")     # every active weight
+    np.testing.assert_allclose(essay, kv / (kv + 2 * 8_030_000_000), rtol=1e-12)
+    assert round(float(essay[-1]), 3) == 0.891    # at 10^6 tokens, the essay's figure
     with pytest.raises(ValueError, match="contexts"):
         share_curve(LLAMA8, [1.5])
 
 
 def test_crossover_context_is_the_first_context_at_the_level():
-    # half: 131,072 S >= 2 x 8.03e9  <=>  S >= 122,528.08
-    assert crossover_context(LLAMA8) == 122_529
+    # half: 131,072 S >= 15,009,335,040 bytes read  <=>  S >= 114,512.1
+    assert crossover_context(LLAMA8) == 114_513
+    # the essay's convention, all 8.03B bf16 weights: S >= 122,528.08
+    assert crossover_context(LLAMA8, weights="active") == 122_529
     S = crossover_context(LLAMA8, share=0.9)
     assert kv_share(LLAMA8, S) >= 0.9 > kv_share(LLAMA8, S - 1)
     assert crossover_context(zoo.get("mistral-7b-v0.1")) is None    # the cache stops growing

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from toykv import ModelConfig, ToyTransformer, source_toy, zoo
-from toykv.sizing import (kv_bytes_per_token, kv_cache_bytes, kv_share, kv_values_per_token,
-                          max_tokens_per_second, param_count, relative_decode_speed,
-                          weight_bytes)
+from toykv.sizing import (decode_step_bytes, kv_bytes_per_token, kv_cache_bytes, kv_share,
+                          kv_values_per_token, max_tokens_per_second, param_count,
+                          relative_decode_speed, weight_bytes, weight_bytes_read)
 
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 SEVEN_B = ModelConfig(vocab_size=32000, d_model=4096, n_layers=32, n_heads=32, d_ff=11008)
@@ -56,27 +56,51 @@ def test_qwen3_and_deepseek_v2_per_token():
     ("llama-3.1-8b", 0.891, 3), ("llama-3.3-70b", 0.70, 2), ("qwen3-0.6b", 0.990, 3),
     ("deepseek-v3", 0.487, 3), ("kimi-k2", 0.523, 3), ("minimax-m2", 0.927, 3)])
 def test_kv_share_at_a_million_tokens(name, share, places):
-    assert round(kv_share(zoo.get(name), 10**6), places) == share
+    """The source essay's figures: its convention counts every active parameter."""
+    assert round(kv_share(zoo.get(name), 10**6, weights="active"), places) == share
+
+
+def test_weights_read_leave_out_an_untied_embedding_but_its_looked_up_rows():
+    llama = zoo.get("llama-3.1-8b")                  # untied: 128,256 x 4,096 input table
+    table = 128_256 * 4_096
+    assert weight_bytes_read(llama) == 2 * (8_030_000_000 - table + 4_096)
+    assert weight_bytes_read(llama, 2, batch=16) == 2 * (8_030_000_000 - table + 16 * 4_096)
+    qwen = zoo.get("qwen3-0.6b")                     # tied: the table is the output head
+    assert weight_bytes_read(qwen) == 2 * qwen.active_params
+    assert weight_bytes_read(llama, 1, batch=10**9) == 8_030_000_000   # every row looked up
+
+
+def test_decode_step_bytes_by_the_rule_and_by_the_essays_convention():
+    llama = zoo.get("llama-3.1-8b")
+    kv = 2 * 32 * 8 * 128 * 131_072 * 2              # 2 L H_kv d_h S b
+    rule = decode_step_bytes(llama, 131_072)
+    assert rule == {"weights": 15_009_335_040, "kv": kv, "total": 15_009_335_040 + kv,
+                    "share": kv / (15_009_335_040 + kv)}
+    essay = decode_step_bytes(llama, 131_072, weights="active")
+    assert essay["weights"] == 16_060_000_000 and essay["share"] < rule["share"]
+    assert round(rule["share"], 3) == 0.534 and round(essay["share"], 3) == 0.517
+    with pytest.raises(ValueError, match="weights"):
+        decode_step_bytes(llama, 10, weights="all")
 
 
 def test_relative_speed_is_one_minus_share():
     model = zoo.get("deepseek-v3")
     kv = kv_cache_bytes(model.config, 10**6)
-    weights = weight_bytes(model.active_params)
+    weights = weight_bytes_read(model)
     assert relative_decode_speed(model, 10**6) == pytest.approx(weights / (weights + kv))
     assert relative_decode_speed(model, 0) == 1.0
 
 
 def test_share_of_a_config_uses_its_param_count():
-    cfg = zoo.get("llama-2-7b").config
-    kv, w = kv_cache_bytes(cfg, 4096), 2 * param_count(cfg)
+    cfg = zoo.get("llama-2-7b").config                # untied: one row of its table is read
+    kv, w = kv_cache_bytes(cfg, 4096), 2 * (param_count(cfg) - (32_000 - 1) * 4096)
     assert kv_share(cfg, 4096) == kv / (kv + w)
 
 
 def test_batch_shares_weights_but_not_the_cache():
     model = zoo.get("llama-3.1-8b")
     kv = kv_cache_bytes(model.config, 8192)
-    w = weight_bytes(model.active_params)
+    w = weight_bytes(model.active_params - (128_256 - 16) * 4096)    # 16 looked-up rows
     assert kv_share(model, 8192, batch=16) == 16 * kv / (16 * kv + w)
     assert kv_share(model, 8192, batch=16) > kv_share(model, 8192)
 

@@ -15,39 +15,39 @@ from dataclasses import replace
 import numpy as np
 
 from . import validate
-from .sizing import kv_cache_bytes, kv_share, model_parts, param_count, weight_bytes
+from .sizing import decode_step_bytes, kv_share, model_parts, param_count
 from .zoo import ZooModel
 
 
-def step_bytes(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2) -> dict:
-    """Bytes one decode step reads at `tokens` of context per sequence, for `batch` sequences.
-
-    {'weights': active weights, read once for the batch; 'kv': every sequence's cache;
-    'total'; 'share': kv / total}. Exact integers, except the share.
-    """
-    config, active = model_parts(model)
-    weights = weight_bytes(active, bytes_per_param)
-    kv = kv_cache_bytes(config, tokens, batch, bytes_per_value)
-    return {"weights": weights, "kv": kv, "total": weights + kv,
-            "share": kv_share(model, tokens, batch, bytes_per_value, bytes_per_param)}
+def step_bytes(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
+               weights: str = "read") -> dict:
+    """Bytes one decode step reads at `tokens` of context per sequence, for `batch` sequences:
+    sizing.decode_step_bytes, the course's one rule ({'weights', 'kv', 'total', 'share'};
+    weights='active' is the source essay's convention of counting every active parameter)."""
+    return decode_step_bytes(model, tokens, batch, bytes_per_value, bytes_per_param,
+                             weights=weights)
 
 
-def share_curve(model, contexts, bytes_per_value=2, bytes_per_param=2, batch=1):
+def share_curve(model, contexts, bytes_per_value=2, bytes_per_param=2, batch=1,
+                weights: str = "read"):
     """KV share at each context, and whether the context is within the published maximum.
 
     contexts: integers. Returns (shares [n] float, within [n] bool), within meaning
     context <= config.max_seq_len (for a zoo model: its published maximum context).
+    weights: 'read' (the course's rule) or 'active' (the essay's), as sizing.kv_share.
     """
     config, _ = model_parts(model)
     contexts = np.array([validate.count("contexts", c, 0) for c in contexts])    # [n]
-    shares = kv_share(model, contexts, batch, bytes_per_value, bytes_per_param)  # [n]
+    shares = kv_share(model, contexts, batch, bytes_per_value, bytes_per_param,
+                      weights)                                                   # [n]
     within = contexts <= config.max_seq_len
     return shares, within
 
 
 def crossover_context(model, share: float = 0.5, batch=1, bytes_per_value=2,
-                      bytes_per_param=2, limit: int = 10**9):
-    """Smallest context at which the KV share of a decode step reaches `share` (0 < share < 1).
+                      bytes_per_param=2, limit: int = 10**9, weights: str = "read"):
+    """Smallest context at which the KV share of a decode step reaches `share` (0 < share < 1),
+    with the weights counted by `weights` (as sizing.kv_share).
 
     None when it never does up to `limit` tokens (a cache that stops growing: every layer
     slides). The share never falls as the context grows, so a binary search finds it.
@@ -56,9 +56,11 @@ def crossover_context(model, share: float = 0.5, batch=1, bytes_per_value=2,
     if share >= 1:
         raise ValueError(f"share must be below 1 (the weights are always read), got {share}")
     limit = validate.count("limit", limit, 1)
+    kv_share(model, 0, batch, bytes_per_value, bytes_per_param, weights)    # checks, once
 
     def reached(tokens):
-        return kv_share(model, tokens, batch, bytes_per_value, bytes_per_param) >= share
+        return kv_share(model, tokens, batch, bytes_per_value, bytes_per_param,
+                        weights) >= share
 
     if not reached(limit):
         return None
@@ -85,6 +87,8 @@ def depth_model(model, n_layers: int, blocks_only: bool = False) -> ZooModel:
         raise ValueError("depth_model needs a config without a per-layer pattern (layer_types)")
     deeper = replace(config, n_layers=n_layers)
     params = param_count(deeper, blocks_only=blocks_only)
+    if blocks_only:        # weights with no embedding: nothing for the one rule to look up
+        deeper = replace(deeper, tie_embeddings=True)
     name = f"{getattr(model, 'name', 'model')}, {n_layers} layers" + (
         " (blocks only)" if blocks_only else "")
     return ZooModel(name, deeper, params, params, sources=("toykv.param_count of the config",))

@@ -20,9 +20,8 @@ from .config import ModelConfig, check_config, decode_toy
 from .flops import cached_step_flops, forward_flops, layer_flops
 from .layers import check_absorb
 from .model import check_model
-from .sizing import kv_cache_bytes
+from .sizing import kv_cache_bytes, weight_bytes_read
 from .steptime import prefill_time_curve, step_time_curve
-from .variants import weight_bytes_read
 
 MAX_REQUESTS = 10_000_000             # request_lengths draws at most this many (80 MB of int64)
 
@@ -37,7 +36,8 @@ def decode_step_split(config: ModelConfig, context: int, batch: int = 1,
     one included), split into {'weights', 'cache', 'total'}, each {'flops', 'bytes', 'intensity'}.
 
     weights: every product with a weight matrix (toykv.flops with no keys), batch x 2 FLOPs per
-    weight, and the weights read once for the batch (variants.weight_bytes_read).
+    weight, and the weights read once for the batch (sizing.weight_bytes_read: the course's one
+    rule, an untied input embedding read as one looked-up row per sequence).
     cache: scoring and averaging the context keys of every sequence (the rest of
     flops.cached_step_flops), and every sequence's cache read once (sizing.kv_cache_bytes).
     MLA counts in its absorbed form (absorb=True); its expanded form also moves rebuilt keys
@@ -53,7 +53,7 @@ def decode_step_split(config: ModelConfig, context: int, batch: int = 1,
     one = sum(layer_flops(config, 1, 0, absorb) for _ in range(config.n_layers))
     weight_flops = batch * (one + 2 * config.d_model * config.vocab_size)      # + output head
     cache_flops = cached_step_flops(config, context, absorb, batch) - weight_flops
-    weights = _part(weight_flops, weight_bytes_read(config, bytes_per_param))
+    weights = _part(weight_flops, weight_bytes_read(config, bytes_per_param, batch))
     cache = _part(cache_flops, kv_cache_bytes(config, context, batch, bytes_per_value))
     total = _part(weights["flops"] + cache["flops"], weights["bytes"] + cache["bytes"])
     return {"weights": weights, "cache": cache, "total": total}

@@ -93,21 +93,62 @@ def model_parts(model) -> tuple[ModelConfig, int]:
     return config, active
 
 
+# -- what a decode step reads: the course's one rule --------------------------------
+WEIGHT_RULES = ("read", "active")
+
+
+def weight_bytes_read(model, bytes_per_param=2, batch=1) -> int:
+    """Bytes of weights one decode step of `batch` sequences reads, by the course's one rule:
+    every active weight once for the whole batch, except an untied input embedding, which is
+    looked up (one row per sequence; the output head is read whole). A tied table is read
+    whole as the output head. model: a ZooModel (its active params) or a ModelConfig."""
+    config, active = model_parts(model)
+    batch = validate.count("batch", batch, 1)
+    params = active
+    if not config.tie_embeddings:                  # the table, minus the rows looked up
+        params -= (config.vocab_size - min(batch, config.vocab_size)) * config.d_model
+    return weight_bytes(params, bytes_per_param)
+
+
+def _step_weights(model, bytes_per_param, batch, weights: str) -> int:
+    """Weight bytes of a decode step by `weights`: 'read' (the rule) or 'active' (all)."""
+    validate.choice("weights", weights, WEIGHT_RULES)
+    if weights == "read":
+        return weight_bytes_read(model, bytes_per_param, batch)
+    validate.count("batch", batch, 1)
+    return weight_bytes(model_parts(model)[1], bytes_per_param)
+
+
+def decode_step_bytes(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
+                      scale_bytes=0, weights: str = "read") -> dict:
+    """Bytes one decode step reads at `tokens` of context per sequence, for `batch` sequences:
+    {'weights': read once for the batch, 'kv': every sequence's cache held, 'total', 'share':
+    kv / total}. Exact integers, except the share.
+
+    weights='read' is the course's rule (weight_bytes_read); weights='active' counts every
+    active parameter, an untied input embedding whole: the convention of source_essay_kv_share.
+    """
+    config, _ = model_parts(model)
+    w = _step_weights(model, bytes_per_param, batch, weights)
+    kv = kv_cache_bytes(config, tokens, batch, bytes_per_value, scale_bytes)
+    return {"weights": w, "kv": kv, "total": w + kv, "share": kv / (w + kv) if w + kv else 0.0}
+
+
 # -- the KV share of a decode step -------------------------------------------------
-def kv_share(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2):
-    """KV bytes / (KV bytes + active weight bytes) read by one decode step.
+def kv_share(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
+             weights: str = "read"):
+    """KV bytes / (KV bytes + weight bytes) read by one decode step (decode_step_bytes).
 
     The weights are read once per step for the whole batch; every sequence's cache is read.
     tokens: an int (returns a float), or an array, list or tuple of ints (returns an array of
-    the same shape).
+    the same shape). weights='active': the source essay's convention (decode_step_bytes).
     """
-    config, active = model_parts(model)
-    weights = weight_bytes(active, bytes_per_param)
-    batch = validate.count("batch", batch, 1)
+    config, _ = model_parts(model)
+    w = _step_weights(model, bytes_per_param, batch, weights)
 
     def share(n):
         kv = kv_cache_bytes(config, n, batch, bytes_per_value)
-        return kv / (kv + weights) if kv + weights else 0.0
+        return kv / (kv + w) if kv + w else 0.0
 
     if isinstance(tokens, (np.ndarray, list, tuple)):      # many contexts: as many shares
         array = np.asarray(tokens)
@@ -118,9 +159,10 @@ def kv_share(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2):
     return share(tokens)
 
 
-def relative_decode_speed(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2):
+def relative_decode_speed(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
+                          weights: str = "read"):
     """Decode speed relative to an empty cache when bandwidth bound: 1 - kv_share."""
-    return 1 - kv_share(model, tokens, batch, bytes_per_value, bytes_per_param)
+    return 1 - kv_share(model, tokens, batch, bytes_per_value, bytes_per_param, weights)
 
 
 def sequences_that_fit(model, tokens, memory_bytes, bytes_per_value=2, bytes_per_param=2) -> int:
@@ -145,5 +187,5 @@ def max_tokens_per_second(bandwidth_bytes_per_s, bytes_per_step) -> float:
 
 
 __all__ = ["kv_values_per_token", "kv_bytes_per_token", "kv_cache_bytes", "param_count",
-           "weight_bytes", "model_parts", "kv_share", "relative_decode_speed",
-           "max_tokens_per_second", "sequences_that_fit"]
+           "weight_bytes", "model_parts", "weight_bytes_read", "decode_step_bytes", "kv_share",
+           "relative_decode_speed", "max_tokens_per_second", "sequences_that_fit"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from . import validate
+from . import sizing, validate
 from .config import ATTENTION_KINDS, ModelConfig, check_config, long_context_toy
 from .flops import cached_step_flops
 from .layers import KV_DTYPE_BYTES, check_absorb, check_kv_dtype
-from .sizing import kv_cache_bytes, param_count
+from .sizing import kv_cache_bytes
 
 VARIANTS = ATTENTION_KINDS            # 'mha', 'gqa', 'mqa', 'mla': toykv.config's one list
 WEIGHT_BYTES = 4                      # toykv's weights are float32
@@ -63,20 +63,10 @@ def attention_variants(config: ModelConfig, gqa_kv_heads: int, kv_lora_rank: int
 
 
 def weight_bytes_read(config: ModelConfig, bytes_per_param=WEIGHT_BYTES) -> int:
-    """Bytes of weights one decode step reads: every block, the final norm and the output head.
-
-    The input embedding is looked up (one row), so an untied table is not read whole; a tied
-    table is, as the output head.
-    """
+    """Bytes of weights one decode step of a toykv model reads, float32 by default: the course's
+    one rule, sizing.weight_bytes_read (an untied input embedding is one looked-up row)."""
     check_config(config)
-    size = validate.exact_number("bytes_per_param", bytes_per_param)
-    params = param_count(config)
-    if not config.tie_embeddings:
-        params -= (config.vocab_size - 1) * config.d_model     # the table minus the row read
-    total = params * size
-    if total.denominator != 1:
-        raise ValueError(f"{params} params x {float(size)} bytes is not a whole number of bytes")
-    return int(total)
+    return sizing.weight_bytes_read(config, bytes_per_param)
 
 
 def decode_step_bytes(config: ModelConfig, context: int, kv_dtype: str = "float32",

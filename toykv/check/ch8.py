@@ -21,6 +21,9 @@ def ch8_ex1(answer):
     query_heads = replace(model, config=replace(model.config, n_kv_heads=model.config.n_heads))
     hints = [
         (expected - 1, "at that context the cache is still a little smaller than the weights."),
+        (crossover_context(model, weights="active"),
+         "that counts every active weight, the source essay's convention; a decode step reads "
+         "only the looked-up row of Llama's untied input embedding (sizing.weight_bytes_read)."),
         (crossover_context(model, bytes_per_param=1),
          "the weights are bf16: 2 bytes per parameter, not 1."),
         (crossover_context(model, bytes_per_value=1),
@@ -41,6 +44,8 @@ def ch8_ex2(answer):
          "that is the speed of one sequence (or of sixteen that each read the weights): the "
          "weights are read once per step for the batch, every sequence's cache in full."),
         (kv_share(model, 32768, batch=16), "that is the KV share; the speed is 1 - share."),
+        (relative_decode_speed(model, 32768, batch=16, weights="active"),
+         "that counts the whole untied input embedding; a step reads only its looked-up rows."),
     ]
     return answer_check(answer, expected, hints, rel=0.005,
                         what="a ratio between 0 and 1")

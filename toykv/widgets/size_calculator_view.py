@@ -27,7 +27,8 @@ TERMS = (
     ("active parameters", "the parameters one token uses: a mixture-of-experts (MoE) model sends "
      "each token through a few of its experts, so a decode step reads fewer weights than it has."),
     ("KV share", "the cache's part of the bytes one decode step reads: every sequence's cache "
-     "plus the active weights, read once for the batch (chapter 8)."),
+     "plus the weights it reads, once for the batch: the active weights, of an untied input "
+     "embedding only the rows looked up (chapter 8)."),
     ("relative decode speed", "1 - KV share: the speed of a decode step against one with an "
      "empty cache, when reading memory is the limit (chapter 5 shows it is)."),
 )

@@ -79,10 +79,11 @@ class SizeReport:
     total_params: int
     active_params: int              # N_active: the parameters one token uses (MoE: fewer)
     weight_bytes: int               # total params at bf16
-    active_weight_bytes: int        # active params at bf16: what a decode step reads
+    active_weight_bytes: int        # active params at bf16
+    weight_bytes_read: int          # what a decode step reads of them (sizing.weight_bytes_read)
     weights_fit: bool               # weight_bytes <= gpu_bytes
     sequences_fit: int              # sequences of `context` tokens beside the weights, one GPU
-    kv_share: float                 # batch_bytes / (batch_bytes + active_weight_bytes)
+    kv_share: float                 # batch_bytes / (batch_bytes + weight_bytes_read)
     relative_decode_speed: float    # 1 - kv_share: speed against an empty cache, bandwidth bound
     curve_contexts: tuple           # contexts of the curve (tokens)
     curve_bytes: tuple              # the batch's KV bytes at each curve context
@@ -144,7 +145,9 @@ def size_report(model: zoo.ZooModel, variant: str = "as built", bytes_per_value=
         sequence_bytes=sequence_bytes, bytes_per_token_at_context=sequence_bytes / context,
         batch_bytes=batch_bytes, gpus_of_kv=batch_bytes / gpu_bytes,
         total_params=sized.total_params, active_params=sized.active_params,
-        weight_bytes=weights, active_weight_bytes=active_weights, weights_fit=weights <= gpu_bytes,
+        weight_bytes=weights, active_weight_bytes=active_weights,
+        weight_bytes_read=sizing.weight_bytes_read(sized, bytes_per_param, batch),
+        weights_fit=weights <= gpu_bytes,
         sequences_fit=sizing.sequences_that_fit(sized, context, gpu_bytes, bytes_per_value,
                                                 bytes_per_param),
         kv_share=kv_share, relative_decode_speed=1 - kv_share,

@@ -79,6 +79,11 @@ def _model_data(model) -> dict:
             "total_params": model.total_params, "active_params": model.active_params,
             "weight_bytes": sizing.weight_bytes(model.total_params, 2),
             "active_weight_bytes": sizing.weight_bytes(model.active_params, 2),
+            # a decode step's weights (the course's rule): read_weight_bytes at batch 1, and
+            # one more embedding row per further sequence when the embedding is untied
+            "read_weight_bytes": sizing.weight_bytes_read(model, 2),
+            "embedding_row_bytes": 0 if model.config.tie_embeddings else 2 * model.config.d_model,
+            "vocab_size": model.config.vocab_size,
             "gqa_default": default_kv_heads(model.config), "n_heads": n_heads,
             "variants": {key: _variant_layout(model, key) for _, key in VARIANTS if key != "gqa"},
             "gqa": {k: v for k, v in gqa.items() if "error" not in v}}
@@ -175,7 +180,7 @@ def share_explorer_data(explorer) -> dict:
                                  SHARE_CONTEXTS)
 
     models = [{"key": m["key"], "max_seq_len": m["max_seq_len"], "verified": m["verified"],
-               "active_weight_bytes": m["active_weight_bytes"],
+               "read_weight_bytes": m["read_weight_bytes"],
                "layout": m["variants"]["as built"]} for m in zoo_data()]
     return {"models": models, "contexts": list(SHARE_CONTEXTS), "max_models": MAX_MODELS,
             "styles": [list(x) for x in MODEL_STYLES], "beyond_dash": BEYOND_DASH,

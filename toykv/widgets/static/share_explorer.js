@@ -1,5 +1,5 @@
 // The KV share explorer in the static book: the controls of toykv.widgets.ShareExplorer,
-// and the share of a decode step's bytes that is cache, kv / (kv + active weights), computed
+// and the share of a decode step's bytes that is cache, kv / (kv + weights read), computed
 // in the page from the per-model constants toykv wrote into it (bf16, batch 1; the cache
 // bytes as toykv.sizing.kv_cache_bytes sums them). tests/test_static_twins.py compares the
 // page's share with toykv.sizing.kv_share for every zoo model at every context.
@@ -15,7 +15,7 @@
       BigInt(lay.sliding) * (lay.sliding ? L.min(S, BigInt(lay.window)) : 0n);
     const kv = 2n * (stored * BigInt(lay.values_per_layer) +
       BigInt(lay.linear) * BigInt(lay.state_values));
-    const weights = BigInt(m.active_weight_bytes);
+    const weights = BigInt(m.read_weight_bytes);           // toykv.sizing.weight_bytes_read
     return kv + weights === 0n ? 0 : L.ratio(kv, kv + weights);
   }
 

@@ -50,7 +50,10 @@
     const sequence = sequenceBytes(layout, S, b2);
     const batchBytes = B * sequence;
     const weights = BigInt(m.weight_bytes), active = BigInt(m.active_weight_bytes);
-    const share = batchBytes + active === 0n ? 0 : L.ratio(batchBytes, batchBytes + active);
+    // toykv.sizing.weight_bytes_read: an untied embedding adds one looked-up row per sequence
+    const read = BigInt(m.read_weight_bytes) +
+      (L.min(B, BigInt(m.vocab_size)) - 1n) * BigInt(m.embedding_row_bytes);
+    const share = batchBytes + read === 0n ? 0 : L.ratio(batchBytes, batchBytes + read);
     const room = gpuBytes - weights;
     let fit = room / sequence;                              // BigInt: truncates toward 0
     if (fit < 0n) fit = 0n;
@@ -76,7 +79,7 @@
       bytes_per_token: bytesPerToken(layout, b2), sequence_bytes: sequence,
       bytes_per_token_at_context: L.ratio(sequence, S), batch_bytes: batchBytes,
       gpus_of_kv: L.ratio(batchBytes, gpuBytes), weight_bytes: weights,
-      active_weight_bytes: active, weights_fit: weights <= gpuBytes, sequences_fit: fit,
+      active_weight_bytes: active, weight_bytes_read: read, weights_fit: weights <= gpuBytes, sequences_fit: fit,
       kv_share: share, relative_decode_speed: 1 - share,
       curve_bytes: curve(layout), curve_bytes_as_built: layout.same_as_built ? null
         : curve(m.variants["as built"]), variants,
@@ -171,7 +174,8 @@
         f("weight_bytes", r.weight_bytes, t.weight_bytes, "span") +
         `<br><span style='font-size:11px'>${L.fixed(r.model.total_params / 1e9, 2)}B ` +
         `parameters, ${L.fixed(r.model.active_params / 1e9, 2)}B active</span>` +
-        f("active_weight_bytes", r.active_weight_bytes, "", "span", " hidden")],
+        f("active_weight_bytes", r.active_weight_bytes, "", "span", " hidden") +
+        f("weight_bytes_read", r.weight_bytes_read, "", "span", " hidden")],
       ["sequences that fit beside them on one GPU", "(GPU memory - weights) // one sequence's " +
         "cache", f("sequences_fit", r.sequences_fit, t.sequences_fit)],
       ["KV share of a decode step", terms["KV share"], f("kv_share", r.kv_share, t.kv_share)],
