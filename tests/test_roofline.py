@@ -269,3 +269,17 @@ def test_measurements_larger_than_the_machine_are_refused_before_allocating(call
 def test_numpy_integers_are_counts():
     assert rf.matmul_flops(np.int64(3), np.int32(5), np.int64(7)) == 210
     assert rf.measure_bandwidth(nbytes=np.int64(2**16), repeats=np.int64(1)) > 0
+
+
+def test_presets_hold_memory_in_gib():
+    # one unit for memory: a GPU sold with "80 GB" holds 80 GiB (chapter 4), and chapter 6
+    # and its self-checks size batches with these figures
+    assert rf.hardware("h100-sxm").memory_bytes == 80 * 2**30
+    assert rf.hardware("l4").memory_bytes == 24 * 2**30
+    assert all(hw.memory_bytes is None or hw.memory_bytes % 2**30 == 0
+               for hw in rf.HARDWARE.values())
+
+
+def test_measure_bandwidth_takes_whole_float32_values():
+    # the read decode does: a float32 row times a float32 matrix; any whole number of values
+    assert rf.measure_bandwidth(nbytes=2**20 + 4, repeats=1) > 0

@@ -401,7 +401,8 @@ def main():
     others.start()
     print("toykv benchmark: python -m toykv.bench")
     print_machine()
-    print("roofline: toykv.roofline.measure_bandwidth() (np.dot of 256 MiB float64, best of 5) "
+    print("roofline: toykv.roofline.measure_bandwidth() (a float32 row times a 256 MiB "
+          "float32 matrix, best of 5) "
           "and measure_matmul_peak() (float32 2048^3, best of 5), measured in rounds between "
           "the model's runs; ratios use medians")
     bench_decode_and_prefill()

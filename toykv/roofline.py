@@ -8,6 +8,7 @@ and numpy measurements of the machine you are on.
 """
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
@@ -25,7 +26,9 @@ LECTURE_SOURCE = ("source_lecture_memory_bound (references.bib), the lecture on 
 class Hardware:
     """A chip as the roofline sees it: peak FLOP/s, memory bandwidth in bytes/s, memory size.
 
-    memory_bytes is the memory as the datasheet states it (GB = 10**9 bytes), or None.
+    memory_bytes is the memory in bytes, or None. A GPU's memory is sold in binary units under
+    a decimal name: "80 GB" of HBM is 80 GiB (80 x 2**30 bytes; chapter 4), so the presets
+    hold GiB, and toykv's chapters and self-checks size batches with this one figure.
     """
 
     name: str
@@ -77,6 +80,8 @@ class Hardware:
                 "limit": "memory" if intensity < self.ridge_point else "compute"}
 
 
+GiB = 2**30
+
 # Dense (no 2:4 sparsity) BF16 tensor-core peaks and memory bandwidth, from each vendor's
 # document. The figures were checked against quotations of those documents found with a
 # search tool, not against the vendor PDFs themselves; the note says where that is weaker.
@@ -86,24 +91,24 @@ HARDWARE = {
         source=LECTURE_SOURCE,
         note="Round numbers assumed by the lecture (200 TFLOP/s fp16, 1 TB/s); not a real chip."),
     "a100-80gb-sxm": Hardware(
-        "NVIDIA A100 80GB SXM", peak_flops=312e12, bandwidth=2039e9, memory_bytes=80e9,
+        "NVIDIA A100 80GB SXM", peak_flops=312e12, bandwidth=2039e9, memory_bytes=80 * GiB,
         source="NVIDIA A100 Tensor Core GPU datasheet",
         note="BF16 tensor core 312 TFLOP/s dense (624 with sparsity); HBM2e 2,039 GB/s."),
     "h100-sxm": Hardware(
-        "NVIDIA H100 SXM", peak_flops=1979e12 / 2, bandwidth=3.35e12, memory_bytes=80e9,
+        "NVIDIA H100 SXM", peak_flops=1979e12 / 2, bandwidth=3.35e12, memory_bytes=80 * GiB,
         source="NVIDIA H100 Tensor Core GPU datasheet",
         note="Datasheet lists BF16 1,979 TFLOP/s with sparsity; dense is half. HBM3 3.35 TB/s."),
     "l4": Hardware(
-        "NVIDIA L4", peak_flops=242e12 / 2, bandwidth=300e9, memory_bytes=24e9,
+        "NVIDIA L4", peak_flops=242e12 / 2, bandwidth=300e9, memory_bytes=24 * GiB,
         source="NVIDIA L4 Tensor Core GPU datasheet",
         note="Datasheet lists 242 TFLOP/s with sparsity; dense is half. GDDR6 300 GB/s. "
              "Only the FP16 figure was seen quoted; BF16 runs at the FP16 rate on this chip."),
     "mi300x": Hardware(
-        "AMD Instinct MI300X", peak_flops=1307.4e12, bandwidth=5.3e12, memory_bytes=192e9,
+        "AMD Instinct MI300X", peak_flops=1307.4e12, bandwidth=5.3e12, memory_bytes=192 * GiB,
         source="AMD Instinct MI300X data sheet",
         note="BF16 1,307.4 TFLOP/s dense (2,614.9 with sparsity); HBM3 5.3 TB/s."),
     "rtx-4090": Hardware(
-        "NVIDIA GeForce RTX 4090", peak_flops=165.2e12, bandwidth=1008e9, memory_bytes=24e9,
+        "NVIDIA GeForce RTX 4090", peak_flops=165.2e12, bandwidth=1008e9, memory_bytes=24 * GiB,
         source="NVIDIA Ada GPU architecture whitepaper",
         note="Unverified: BF16 165.2 TFLOP/s dense with FP32 accumulate was checked only against "
              "third-party spec pages, not the whitepaper. GDDR6X 1,008 GB/s."),
@@ -177,23 +182,33 @@ def timed_runs(fn, repeats: int = 5, warmup: int = 1) -> list[float]:
     return seconds
 
 
-def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 5) -> float:
-    """Memory read bandwidth in bytes/s: best of `repeats` runs of np.dot(x, x), x float64.
+BANDWIDTH_COLUMNS = 4096   # columns of the float32 matrix measure_bandwidth streams
 
-    Counts nbytes (x is read once from memory; the result is one number, so no write
-    traffic). The dot runs in BLAS on all cores, which on a small machine gets closer to the
-    DRAM limit than np.sum. Keep nbytes well above the last-level cache, or you measure cache.
+
+def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 5) -> float:
+    """Memory read bandwidth in bytes/s, measured with the read a decode step does: best of
+    `repeats` runs of x @ W, one float32 row x times a float32 matrix W of nbytes bytes.
+
+    Counts nbytes (W is read once from memory; x and the result are one row each, at most
+    BANDWIDTH_COLUMNS values). This is the matrix-vector product every projection of a
+    batch-1 decode step runs, in the same dtype, so a measured decode point on the roofline
+    it draws sits at or below the roof except by timing noise. Keep nbytes well above the
+    last-level cache, or you measure cache. nbytes: a multiple of 4 (whole float32 values);
     repeats: at most MAX_REPEATS.
     """
     _check_bandwidth_args(nbytes, repeats)
-    x = np.ones(nbytes // 8)  # [nbytes/8] float64; np.ones touches every page before timing
-    return nbytes / min(timed_runs(lambda: np.dot(x, x), repeats))
+    values = nbytes // 4
+    cols = math.gcd(values, BANDWIDTH_COLUMNS)
+    w = np.ones((values // cols, cols), dtype=np.float32)  # [rows, cols]; touches every page
+    x = np.ones(values // cols, dtype=np.float32)           # [rows]
+    out = np.empty(cols, dtype=np.float32)                  # [cols], reused: no allocation
+    return nbytes / min(timed_runs(lambda: np.matmul(x, w, out=out), repeats))
 
 
 def _check_bandwidth_args(nbytes, repeats):
     validate.count("nbytes", nbytes, 1)
-    if nbytes % 8:
-        raise ValueError(f"nbytes must be a multiple of 8 (whole float64 values), got {nbytes}")
+    if nbytes % 4:
+        raise ValueError(f"nbytes must be a multiple of 4 (whole float32 values), got {nbytes}")
     validate.fits_in_memory(f"measure_bandwidth(nbytes={nbytes})", nbytes,
                             "choose nbytes a few times the last-level cache, e.g. 256 MiB")
     validate.count("repeats", repeats, 1, MAX_REPEATS)
@@ -236,7 +251,8 @@ def this_machine(nbytes: int = 256 * 2**20, n: int = 2048, repeats: int = 5) -> 
     return Hardware(
         f"this machine ({cpu})", peak_flops=peak, bandwidth=bandwidth,
         source="measured with numpy (toykv.roofline)",
-        note=f"float32 matmul n={n} and float64 read of {nbytes} bytes, best of {repeats}.")
+        note=f"float32 matmul n={n} and float32 matrix-vector read of {nbytes} bytes, "
+             f"best of {repeats}.")
 
 
 def describe_machine() -> dict:

@@ -41,12 +41,14 @@ def ch6_ex1(answer):
 def ch6_ex2(answer):
     """Sequences of 4,096 tokens of Qwen3-8B (bf16) beside its weights on a "24 GB" L4."""
     model = get("qwen3-8b")
-    expected = sequences_that_fit(model, 4096, 24 * GiB)
+    memory = hardware("l4").memory_bytes               # 24 GiB: the presets' one unit
+    expected = sequences_that_fit(model, 4096, memory)
     query_heads = replace(model, config=replace(model.config,
                                                 n_kv_heads=model.config.n_heads))
     hints = [
         (sequences_that_fit(model, 4096, 24 * 10**9),
-         "a GPU sold with 24 GB holds 24 GiB (2^30 bytes each): use 24 x 2^30."),
+         "a GPU sold with 24 GB holds 24 GiB (2^30 bytes each): use 24 x 2^30, "
+         "as toykv.hardware('l4').memory_bytes does."),
         (sequences_that_fit(query_heads, 4096, 24 * GiB),
          "the cache holds the 8 KV heads, not the 32 query heads."),
         (24 * GiB // (2 * 36 * 8 * 128 * 2 * 4096),
