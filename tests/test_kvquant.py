@@ -46,6 +46,16 @@ def test_int8_error_is_larger_than_float16():
     assert e8 > 10 * e16
 
 
+def test_top2_margin_is_float32s_lead_and_bounds_every_flip():
+    out = compare_cache(MODEL, PROMPT, 30, "int8")
+    ref = [s.logits for s in decode_steps(MODEL, PROMPT, 30)]
+    by_hand = [float(np.sort(l)[-1] - np.sort(l)[-2]) for l in ref]
+    assert np.allclose(out["top2_margin"], by_hand, rtol=0, atol=1e-6)
+    assert (out["top2_margin"] >= 0).all()
+    flips = ~out["top1_same"]          # a flip needs both logits moved by half the lead
+    assert (out["top2_margin"][flips] <= 2 * out["max_error"][flips]).all()
+
+
 def test_first_divergence_is_the_first_differing_token():
     out = compare_cache(MODEL, PROMPT, 30, "int8")
     same = out["free_same"]

@@ -37,7 +37,8 @@ def compare_cache(model, prompt_ids, n_new: int, kv_dtype: str) -> dict:
 
     Along the float32 cache's greedy path: 'max_error' [n_new] (max |logit difference| per step),
     'top1_same' [n_new] (the other cache's top token is the float32 one), 'scale' (largest
-    |float32 logit|). Free-running: 'free_same' [n_new] (the other cache's own greedy tokens equal
+    |float32 logit|), 'top2_margin' [n_new] (float32's top logit minus its second: a flip of the
+    top token needs an error of at least half of it). Free-running: 'free_same' [n_new] (the other cache's own greedy tokens equal
     float32's), 'first_divergence' (first step where they differ, or None).
     """
     check_model(model)
@@ -52,9 +53,11 @@ def compare_cache(model, prompt_ids, n_new: int, kv_dtype: str) -> dict:
     other = forced_logits(model, path, len(prompt), kv_dtype)             # [n_new, vocab]
     free = np.array([s.token for s in decode_steps(model, prompt, n_new, kv_dtype=kv_dtype)])
     differ = np.flatnonzero(free != ref_tokens)
+    top2 = np.sort(ref_logits, axis=1)[:, -2:]                           # [n_new, 2]
     return {"max_error": np.abs(other - ref_logits).max(axis=1),
             "top1_same": other.argmax(axis=1) == ref_tokens,
             "scale": float(np.abs(ref_logits).max()),
+            "top2_margin": top2[:, 1] - top2[:, 0],
             "free_same": free == ref_tokens,
             "first_divergence": int(differ[0]) if differ.size else None}
 
