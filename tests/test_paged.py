@@ -6,6 +6,7 @@ from conftest import make_model, token_ids
 from test_cache_steps import Boom, fail_at
 
 from toykv.paged import BlockManager, OutOfBlocks, PagedCache
+from toykv.paged import decode_step_runner as paged_runner
 
 EXACT_KINDS = ["mha", "gqa", "mqa", "mla_expanded", "mla_absorbed"]
 
@@ -184,3 +185,26 @@ def test_the_manager_alone_counts_blocks():
     with pytest.raises(ValueError, match="not in use"):
         m.release(b)
     assert isinstance(make_model().new_paged_cache(2, 2).new_sequence(), PagedCache)
+
+
+def test_the_decode_step_runner_steps_every_sequence_once():
+    model = make_model("gqa")
+    step = paged_runner(model, 10, block_size=4, sequences=3, calls=2)
+    step()
+    assert [len(s) for s in step.pool.sequences] == [10, 10, 10]
+    step()
+    with pytest.raises(OutOfBlocks):
+        step()
+
+
+def test_reads_of_a_middle_range_gather_the_right_positions():
+    model = make_model("mla_absorbed", exact=True)
+    pool = model.new_paged_cache(10, 4, kv_dtype="int8")
+    seq, ref = pool.new_sequence(), model.new_cache(kv_dtype="int8")
+    ids = token_ids(11)
+    model.forward(ids, seq)
+    model.forward(ids, ref)
+    for name in seq.names:
+        for first, end in [(0, 11), (3, 9), (4, 8), (5, 6)]:
+            assert np.array_equal(seq.layers[1].read(name, first, end),
+                                  ref.layers[1].read(name, first, end))

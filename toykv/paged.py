@@ -245,11 +245,25 @@ class PagedLayer:
         return len(self.seq.table) * pool.block_size * per_token
 
     def read(self, name: str, first: int, end: int) -> np.ndarray:
-        """Positions first..end-1 as float32 [1, end - first, ...], gathered from their blocks."""
-        slots = self.seq._slots[first:end]
+        """Positions first..end-1 as float32 [1, end - first, ...], gathered from their blocks
+        a block at a time (K and V come out head-major, as a KVCache holds them)."""
         scale = self.arrays.get(name + "_scale")
-        return self.seq.pool.codec.decode(self.arrays[name][slots],
-                                          None if scale is None else scale[slots])[None]
+        return self.seq.pool.codec.decode(
+            self._gather(self.arrays[name], first, end),
+            None if scale is None else self._gather(scale, first, end))[None]
+
+    def _gather(self, array: np.ndarray, first: int, end: int) -> np.ndarray:
+        bs = self.seq.pool.block_size
+        table = self.seq._slots[::bs] // bs                 # the block table, staged blocks too
+        blocks = table[first // bs:-(-end // bs)]
+        lo, n = first - first // bs * bs, end - first
+        if array.ndim == 3:                                 # K, V: memory [H, slots, d]
+            heads = array.swapaxes(0, 1)                    # the C-ordered array beneath
+            H, d = heads.shape[0], heads.shape[2]
+            rows = heads.reshape(H, -1, bs, d)[:, blocks].reshape(H, -1, d)
+            return rows[:, lo:lo + n].swapaxes(0, 1)        # [n, H, d], head-major
+        rest = array.shape[1:]
+        return array.reshape(-1, bs, *rest)[blocks].reshape(-1, *rest)[lo:lo + n]
 
     def append(self, new: dict, start: int) -> tuple[dict, np.ndarray]:
         """Write the new tokens [1, T, ...] into their slots; return every position's values."""
@@ -460,4 +474,29 @@ class PagedCache(KVCache):
         self._set_slots(self.table)
 
 
-__all__ = ["BlockManager", "BlockPool", "PagedCache", "PagedLayer", "OutOfBlocks"]
+def decode_step_runner(model, context: int, block_size: int = 16, sequences: int = 1,
+                       calls: int = 64, seed: int = 0):
+    """A runner for toykv.timing.best_seconds: one decode step of each of `sequences` paged
+    sequences at `context` tokens (the new one included; stand-in entries, as
+    toykv.steptime.fill_cache writes them), one forward per sequence. The pool has room for
+    `calls` calls; a runner called more often raises OutOfBlocks."""
+    from .steptime import fill_cache
+
+    context = validate.count("context", context, 1, model.config.max_seq_len - calls)
+    sequences = validate.count("sequences", sequences, 1)
+    per_sequence = -(-(context + calls) // validate.count("block_size", block_size, 1))
+    pool = model.new_paged_cache(sequences * per_sequence, block_size)
+    seqs = [pool.new_sequence() for _ in range(sequences)]
+    for seq in seqs:
+        fill_cache(seq, context - 1, seed)
+    token = np.zeros(1, dtype=np.int64)
+
+    def step():
+        for seq in seqs:
+            model.forward(token, seq)
+    step.pool = pool
+    return step
+
+
+__all__ = ["BlockManager", "BlockPool", "PagedCache", "PagedLayer", "OutOfBlocks",
+           "decode_step_runner"]
