@@ -106,7 +106,8 @@ class Outcome:
     finish: dict = field(default_factory=dict)        # request id -> s at its last token
     tokens: dict = field(default_factory=dict)        # request id -> generated ids (real runs)
     preemptions: int = 0
-    trace: list = field(default_factory=list)         # dicts: t, kind, batch, blocks, held, ...
+    trace: list = field(default_factory=list)         # dicts: t, kind, batch, blocks, held
+    #   (tokens stored: prompt and generated but the last, of each running request), ...
     output_tokens: int = 0
 
     @property
@@ -290,7 +291,7 @@ def serve(backend, requests, max_batch: int, batching: str = "continuous",
             running = []
         row = {"t": t, "kind": kind, "batch": len(running), "waiting": len(waiting),
                "blocks": manager.num_used,
-               "held": sum(r.prompt_len + len(generated[r.id]) for r in running)}
+               "held": sum(r.prompt_len + len(generated[r.id]) - 1 for r in running)}
         if record_blocks:
             row["owners"] = _owners(backend, handles)
         out.trace.append(row)
