@@ -123,7 +123,7 @@ def test_out_of_blocks_changes_nothing_and_says_why():
     seq = pool.new_sequence()
     model.forward(token_ids(10), seq)
     before = pool.snapshot()
-    with pytest.raises(OutOfBlocks, match="needs 1 free blocks, the pool has 0"):
+    with pytest.raises(OutOfBlocks, match="needs 1 free block, the pool has 0"):
         model.forward(token_ids(3), seq)
     assert pool.snapshot()[0] == before[0] and len(seq) == 10
     assert seq.blocks_needed(2) == 0 and seq.blocks_needed(3) == 1

@@ -353,7 +353,8 @@ class PagedCache(KVCache):
         manager, bs = self.pool.manager, self.pool.block_size
         need = self.blocks_needed(T)
         if need > manager.num_free:
-            raise OutOfBlocks(f"a step of {T} tokens needs {need} free blocks, the pool has "
+            raise OutOfBlocks(f"a step of {T} tokens needs {need} free "
+                              f"block{'s' if need != 1 else ''}, the pool has "
                               f"{manager.num_free} of {manager.num_blocks}: wait for a sequence "
                               f"to finish, or preempt one")
         state, table = manager.state(), list(self.table)
