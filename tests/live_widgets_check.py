@@ -33,6 +33,7 @@ CHECKS = {   # kind -> what is run on it, in order; each returns a count or None
     "share-explorer": [("full grid", twin_checks.share_grid),
                        ("controls", twin_checks.share_controls)],
     "cache-fill": [("clicks", twin_checks.cache_fill_clicks)],
+    "block-pool": [("frames", twin_checks.block_pool_clicks)],
 }
 
 

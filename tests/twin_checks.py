@@ -317,6 +317,46 @@ def cache_fill_clicks(root, stepper: FillStepper | None = None, lengths=None) ->
     return checked
 
 
+# -- block pool (chapter 10) ------------------------------------------------------------------
+def pool_state(root) -> tuple[list, dict]:
+    owners = root.evaluate("""root => [...root.querySelectorAll('[data-block]')]
+      .map(e => Number(e.dataset.owner))""")
+    shown = root.evaluate("""root => Object.fromEntries([...root.querySelectorAll(
+      '[data-quantity]')].map(e => [e.dataset.quantity, Number(e.dataset.value)]))""")
+    return owners, shown
+
+
+def block_pool_clicks(root) -> int:
+    """Every recorded frame of every pool size, reached by Step (mouse and keyboard) and the
+    slider's arrow keys, against the recording toykv wrote into the page; returns frames."""
+    data = root.evaluate("root => window.toykvLive.data(root)")
+    step, reset = root.locator("[data-control=step]"), root.locator("[data-control=reset]")
+    slider = root.locator("[data-control=iteration]")
+    checked = 0
+    for k, size in enumerate(data["sizes"]):
+        root.locator("[data-control=size]").select_option(size)
+        frames = data["runs"][size]["frames"]
+        for i, frame in enumerate(frames):
+            owners, shown = pool_state(root)
+            assert owners == frame["owners"], (size, i)
+            for name in ("iteration", "used", "free", "running", "waiting", "held"):
+                assert shown[name] == frame[name], (size, i, name)
+            checked += 1
+            if i < len(frames) - 1:
+                if k % 2:
+                    step.focus()
+                    step.press("Enter")
+                else:
+                    step.click()
+        assert step.is_disabled()
+        reset.click()
+        assert pool_state(root)[1]["iteration"] == 0
+        slider.focus()
+        slider.press("ArrowRight")
+        assert pool_state(root)[0] == frames[1]["owners"]
+    return checked
+
+
 def labelled_controls(page) -> None:
     """Every control has a label (buttons their text), and ids are unique."""
     unlabelled = page.evaluate("""() => [...document.querySelectorAll('.toykv-live [data-control]')]

@@ -9,8 +9,8 @@ chapters use, and the public API the course's design names.
 """
 import importlib
 
-from . import (check, config, flops, kvquant, layers, longctx, model, ops, prefix, roofline,
-               serving, sizing, steptime, timing, variants, zoo)
+from . import (check, config, flops, kvquant, layers, longctx, model, ops, paged, prefix,
+               roofline, scheduler, serving, sizing, steptime, timing, variants, zoo)
 from .cache import KVCache
 from .config import ModelConfig, source_toy
 from .generate import Step, decode_steps, generate
@@ -33,8 +33,8 @@ __all__ = [
     "kv_bytes_per_token", "kv_cache_bytes", "param_count", "kv_share", "relative_decode_speed",
     "max_tokens_per_second", "sequences_that_fit",
     "Hardware", "hardware", "measure_bandwidth", "measure_matmul_peak",
-    "check", "config", "flops", "kvquant", "longctx", "model", "ops", "plots", "prefix", "roofline",
-    "serving", "sizing", "steptime", "timing", "variants", "widgets", "zoo",
+    "check", "config", "flops", "kvquant", "longctx", "model", "ops", "paged", "plots", "prefix",
+    "roofline", "scheduler", "serving", "sizing", "steptime", "timing", "variants", "widgets", "zoo",
 ]
 
 

@@ -378,6 +378,10 @@ class KVCache:
             return {name: values[0] for name, values in out.items()}, positions
         return self.layers[layer].append(new, self.length)
 
+    def begin_step(self, ids: np.ndarray):
+        """forward calls this with the step's token ids [B, T] before any layer runs; a
+        KVCache needs nothing (a paged cache finds its blocks, toykv.paged)."""
+
     def advance(self, T: int):
         """Commit the step: T more tokens are stored (once per forward, after every layer)."""
         T = validate.count("T", T, 0, self.config.max_seq_len - self.length)

@@ -20,6 +20,7 @@ from .cache import KVCache, check_cache
 from .config import ModelConfig, check_config
 from .layers import RESIDUAL_OUTPUTS, check_absorb
 from .ops import Ops
+from .paged import BlockPool
 from .sizing import param_count
 
 
@@ -324,6 +325,12 @@ class ToyTransformer:
         cache._claim(self)
         return cache
 
+    def new_paged_cache(self, num_blocks: int, block_size: int = 16,
+                        kv_dtype: str = "float32") -> BlockPool:
+        """A pool of num_blocks blocks of block_size tokens for many sequences of this model
+        (toykv.paged): pool.new_sequence() gives each one a cache forward accepts."""
+        return BlockPool(self, num_blocks, block_size, kv_dtype)
+
     # -- forward ----------------------------------------------------------------
     def forward(self, token_ids, cache: KVCache | None = None) -> np.ndarray:
         """Logits [T, |V|] of token_ids [T], or [B, T, |V|] of a batch [B, T]. With a cache the
@@ -344,6 +351,7 @@ class ToyTransformer:
             "feed a long sequence in chunks through a cache")
         if cache is not None:
             cache._claim(self)                        # every check passed: now it is ours
+            cache.begin_step(ids)                     # a paged cache finds its blocks here
         positions = np.arange(start, start + T)
         rope = self.cos[start:start + T], self.sin[start:start + T]      # [T, d], every layer
         x = self.embed[ids if batched else ids[0]]                       # [..., T, D]

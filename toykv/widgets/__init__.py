@@ -1,10 +1,11 @@
-"""The course's ipywidgets: CacheFill (chapter 3), SizeCalculator (chapter 4) and
-ShareExplorer (chapter 8); size_report, the pure function that computes every number the size
-calculator shows; FillStepper, the cache fill's state without a widget. In the rendered book
+"""The course's ipywidgets: CacheFill (chapter 3), SizeCalculator (chapter 4), ShareExplorer
+(chapter 8) and BlockPoolView (chapter 10); size_report, the pure function that computes every
+number the size calculator shows; FillStepper, the cache fill's state without a widget. In the rendered book
 each widget shows its static twin (static_twin.py), which responds with no kernel.
 
 Import them from here; toykv itself does not import this package, so toykv needs only numpy.
 """
+from .block_pool import BlockPoolView
 from .cache_fill import CacheFill
 from .fill_stepper import FillStepper
 from .latency import update_latency
@@ -12,5 +13,5 @@ from .share_explorer import ShareExplorer
 from .size_calculator import SizeCalculator
 from .size_report import SizeReport, VariantRow, size_report
 
-__all__ = ["CacheFill", "FillStepper", "ShareExplorer", "SizeCalculator", "SizeReport",
+__all__ = ["BlockPoolView", "CacheFill", "FillStepper", "ShareExplorer", "SizeCalculator", "SizeReport",
            "VariantRow", "size_report", "update_latency"]
