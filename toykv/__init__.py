@@ -10,7 +10,7 @@ chapters use, and the public API the course's design names.
 import importlib
 
 from . import (check, config, flops, kvquant, layers, longctx, model, ops, prefix, roofline,
-               serving, sizing, steptime, timing, variants, zoo)
+               serving, sizing, speculative, steptime, timing, variants, zoo)
 from .cache import KVCache
 from .config import ModelConfig, source_toy
 from .generate import Step, decode_steps, generate
