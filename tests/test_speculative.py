@@ -120,6 +120,11 @@ def test_formulas():
     assert sp.expected_tokens_per_step(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
     assert sp.expected_speedup(0.5, 2, 0.0) == pytest.approx(1.75)
     assert sp.expected_speedup(0.5, 2, 0.5) == pytest.approx(1.75 / 2)
+    assert sp.expected_speedup(0.5, 2, 0.5, verify_ratio=2) == pytest.approx(1.75 / 3)
+    with pytest.raises(ValueError, match="verify_ratio"):
+        sp.expected_speedup(0.5, 2, verify_ratio=0)
+    with pytest.raises(ValueError, match="alpha"):
+        sp.expected_tokens_per_step(1.5, 2)
     rng = np.random.default_rng(0)                             # the formula's own model
     runs = rng.random((20000, 4)) < 0.7
     made = np.argmin(np.c_[runs, np.zeros(len(runs), bool)], axis=1) + 1

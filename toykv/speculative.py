@@ -299,12 +299,15 @@ def expected_tokens_per_step(alpha, k: int) -> float:
     return (1 - alpha ** (k + 1)) / (1 - alpha)
 
 
-def expected_speedup(alpha, k: int, draft_cost) -> float:
-    """Expected speed-up over plain decoding (leviathan2023fast, theorem 3.8): tokens per
-    verify step over the step's cost, k draft steps of draft_cost (a draft step's time over the
-    model's, 0 for prompt lookup) plus one verify step counted as one decode step."""
+def expected_speedup(alpha, k: int, draft_cost=0.0, verify_ratio=1.0) -> float:
+    """Expected speed-up over plain decoding: tokens per verify step over what the step costs
+    in decode steps, k draft steps of draft_cost each (a draft step's time over a decode
+    step's; 0 for prompt lookup) and one verify step of verify_ratio decode steps.
+    leviathan2023fast (theorem 3.8) counts the verify step as one decode step (verify_ratio
+    1), true while the step stays memory-bound; give a measured ratio where it is not."""
     draft_cost = validate.number("draft_cost", draft_cost, 0.0, allow_minimum=True)
-    return expected_tokens_per_step(alpha, k) / (k * draft_cost + 1)
+    verify_ratio = validate.number("verify_ratio", verify_ratio, 0.0)
+    return expected_tokens_per_step(alpha, k) / (k * draft_cost + verify_ratio)
 
 
 def verify_cost(config, context: int, k: int) -> dict:
