@@ -34,7 +34,7 @@ __all__ = [
     "max_tokens_per_second", "sequences_that_fit",
     "Hardware", "hardware", "measure_bandwidth", "measure_matmul_peak",
     "check", "config", "flops", "kvquant", "longctx", "model", "ops", "plots", "prefix", "roofline",
-    "serving", "sizing", "steptime", "timing", "variants", "widgets", "zoo",
+    "serving", "sizing", "speculative", "steptime", "timing", "variants", "widgets", "zoo",
 ]
 
 
