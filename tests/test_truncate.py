@@ -102,3 +102,19 @@ def test_truncate_during_a_step_is_refused():
     cache.discard()
     cache.truncate(2)
     assert len(cache) == 2
+
+
+def test_a_cache_kind_without_rollback_refuses_clearly():
+    from toykv.cache import FullLayer
+
+    class NoRollback(FullLayer):
+        rollback_floor = property(lambda self: (_ for _ in ()).throw(AttributeError))
+
+    model = make_model("mha")
+    cache = model.new_cache()
+    model.forward(ids(4), cache)
+    cache.layers[1].__class__ = NoRollback
+    assert cache.rollback_floor() == 4
+    with pytest.raises(ValueError, match="layer 1's cache .NoRollback. cannot roll back"):
+        cache.truncate(2)
+    assert len(cache) == 4

@@ -435,6 +435,9 @@ class KVCache:
             raise ValueError("truncate during a step (update() without advance()): advance or "
                              "discard the step first")
         for i, layer in enumerate(self.layers):
+            if not hasattr(layer, "rollback_floor"):
+                raise ValueError(f"layer {i}'s cache ({type(layer).__name__}) cannot roll back: "
+                                 "its kind has no rollback_floor (see FullLayer)")
             floor = layer.rollback_floor(self.length)
             if n < floor:
                 raise ValueError(
@@ -447,7 +450,8 @@ class KVCache:
     def rollback_floor(self) -> int:
         """The shortest length truncate accepts now: 0 unless a sliding-window ring has
         wrapped, then len(cache) (its writes overwrote the oldest positions in the window)."""
-        return max(layer.rollback_floor(self.length) for layer in self.layers)
+        return max(layer.rollback_floor(self.length) if hasattr(layer, "rollback_floor")
+                   else self.length for layer in self.layers)
 
     # -- ownership and copies ---------------------------------------------------------
     def owned_by(self, model) -> bool:
