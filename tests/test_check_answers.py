@@ -55,8 +55,11 @@ SHOWN = {
     "ch10_ex1": [115_605_504],
     "ch10_ex3": [69],
     "ch10_ex4": [262],
+    "ch11_ex1": [3.3616, 3.36],
+    "ch11_ex3": [230_400],
+    "ch11_ex4": [2.80, 2.8],
 }
-NOT_NUMBERS = {"ch1_ex1", "ch1_ex4", "ch10_ex2"}     # functions and an array: own tests
+NOT_NUMBERS = {"ch1_ex1", "ch1_ex4", "ch10_ex2", "ch11_ex2"}     # functions, arrays, tokens: own tests
 
 
 def test_every_check_is_covered():

@@ -10,7 +10,8 @@ chapters use, and the public API the course's design names.
 import importlib
 
 from . import (check, config, flops, kvquant, layers, longctx, model, ops, paged, prefix,
-               roofline, scheduler, serving, sizing, steptime, timing, variants, zoo)
+               roofline, scheduler, serving, sizing, speculative, steptime, timing, variants,
+               zoo)
 from .cache import KVCache
 from .config import ModelConfig, source_toy
 from .generate import Step, decode_steps, generate
@@ -34,7 +35,8 @@ __all__ = [
     "max_tokens_per_second", "sequences_that_fit",
     "Hardware", "hardware", "measure_bandwidth", "measure_matmul_peak",
     "check", "config", "flops", "kvquant", "longctx", "model", "ops", "paged", "plots", "prefix",
-    "roofline", "scheduler", "serving", "sizing", "steptime", "timing", "variants", "widgets", "zoo",
+    "roofline", "scheduler", "serving", "sizing", "speculative", "steptime", "timing", "variants",
+    "widgets", "zoo",
 ]
 
 

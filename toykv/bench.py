@@ -14,7 +14,10 @@ Prints the machine and then
 6. a decode step of each attention variant at 16K tokens against its one-thread bound,
 7. decode of SmolLM2-135M's shapes (float32) against its bandwidth bound (chapter 9), with
    the same split of its time as in 1,
-8. batched decode at batch 1, 4 and 16: tokens/s against the bandwidth bound (chapter 6).
+8. batched decode at batch 1, 4 and 16: tokens/s against the bandwidth bound (chapter 6),
+9. speculative decoding on SmolLM2-135M-Instruct (the GGUF, chapter 11): prompt lookup on a
+   task that quotes its prompt and on one that does not, speed-up over plain decoding (timed
+   in turns, best of each) and acceptance, the same tokens asserted.
 Each ratio carries PASS or BELOW FLOOR. Bandwidth and peak come from toykv.roofline and are
 measured in rounds interleaved with the model's runs, because on a shared machine they drift
 within seconds. The run also reports how busy other processes kept the CPUs: when they used
@@ -396,6 +399,52 @@ def bench_batched():
         del cache
 
 
+SPEC_NEW, SPEC_K, SPEC_ROUNDS = 48, 8, 3
+SPEC_TASKS = {
+    "quote": "Copy this paragraph exactly, word for word:\n\nA language model writes one "
+             "token at a time. Each step it reads all of its weights from memory, does a "
+             "little arithmetic with them, and picks the next token. The keys and values of "
+             "the earlier tokens wait in the cache, so nothing is computed twice.",
+    "story": "Write a short story about a lighthouse keeper and a storm.",
+}
+
+
+def bench_speculative():
+    """9. Speculative decoding with prompt lookup on SmolLM2-135M-Instruct: speed-up and
+    acceptance on a quoting task and a free one (the real weights: acceptance needs them)."""
+    from .gguf_loader import load_gguf
+    from .smollm2 import smollm2_gguf_path
+    from .speculative import PromptLookup, acceptance, speculative_steps
+    from .timing import best_seconds
+    print(f"\n9. speculative decoding, SmolLM2-135M-Instruct (GGUF, float32), prompt lookup "
+          f"k <= {SPEC_K}, {SPEC_NEW} new tokens; plain and speculative timed in turns, best "
+          f"of {SPEC_ROUNDS} each (CPU time):")
+    try:
+        model, tok = load_gguf(smollm2_gguf_path(), max_seq_len=1024)
+    except (OSError, ValueError) as err:             # no file and no network
+        print(f"   skipped: {err}")
+        return
+    lookup = PromptLookup(k=SPEC_K)
+    for name, text in SPEC_TASKS.items():
+        ids, out = tok.encode_chat([{"role": "user", "content": text}]), {}
+        runs = {"plain": lambda: out.__setitem__("plain", decode_tokens(model, ids, tok)),
+                "spec": lambda: out.__setitem__("steps", list(speculative_steps(
+                    model, ids, SPEC_NEW, lookup, stop_ids=tok.stop_ids)))}
+        best = best_seconds(runs, rounds=SPEC_ROUNDS, warmup=0)
+        assert [t for s in out["steps"] for t in s.tokens] == out["plain"], name
+        stats = acceptance(out["steps"])
+        print(f"   {name}: plain {best['plain']:.2f} s, speculative {best['spec']:.2f} s -> "
+              f"speed-up {best['plain'] / best['spec']:.2f}; {stats['verify_steps']} verify "
+              f"steps, {stats['tokens_per_step']:.2f} tokens per step, "
+              f"{stats['acceptance_rate']:.0%} of {stats['proposed']} proposals kept; "
+              "same tokens")
+
+
+def decode_tokens(model, ids, tok) -> list[int]:
+    """Plain greedy decoding of section 9's tasks."""
+    return [s.token for s in decode_steps(model, ids, SPEC_NEW, stop_ids=tok.stop_ids)]
+
+
 def main():
     t_start, others = time.perf_counter(), OthersLoad()
     others.start()
@@ -412,6 +461,7 @@ def main():
     bench_variants()
     bench_smollm2()
     bench_batched()
+    bench_speculative()
     share = others.share()
     print(f"\nload average at the end: {load_average()}; total {time.perf_counter() - t_start:.0f} s")
     if share is None:

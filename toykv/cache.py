@@ -23,8 +23,14 @@ Either way `len(cache)` is the tokens held per sequence. K and V are indexed [..
 head, dim] but laid out in memory head by head, as Hugging Face's [batch, heads, tokens,
 head_dim] caches are (`head_major`).
 
+Rollback: `truncate(n)` keeps the first n positions and drops the rest, as truncating a file
+does (speculative decoding drops the proposed tokens the model did not accept). A full layer
+just forgets them: slots past the length are written before they are read again. A ring that
+has overwritten a position the shorter cache would hold again refuses.
+
 A new kind of layer cache (a paged layer, an eviction policy) is one class with FullLayer's
-methods (held, append, commit, discard, read, copy), registered in LAYER_CACHES.
+methods (held, append, commit, discard, read, copy, rollback_floor), registered in
+LAYER_CACHES.
 """
 from __future__ import annotations
 
@@ -185,6 +191,11 @@ class FullLayer(Mapping):
     def _copy_slots(self, length: int) -> int:
         return self.held(length)
 
+    def rollback_floor(self, length: int) -> int:
+        """The shortest length this layer can be truncated to when it holds `length` tokens:
+        0 for a full layer, which keeps every position."""
+        return 0
+
 
 class SlidingLayer(FullLayer):
     """A sliding-window layer's cache: a ring of at most w slots, position p in slot p % slots.
@@ -231,6 +242,15 @@ class SlidingLayer(FullLayer):
     def _copy_slots(self, length: int) -> int:
         """A ring that has wrapped is copied whole, slot for slot."""
         return self.slots if length > self.slots else self.held(length)
+
+    def rollback_floor(self, length: int) -> int:
+        """A ring holds positions length - slots .. length - 1; a length n needs its last
+        held(n) positions back, so n - held(n) >= length - slots. Before the ring has wrapped
+        that is every n >= 0; once it has (slots = w), only n = length: each new position
+        overwrote the oldest, which a shorter cache would still see."""
+        if length <= self.slots:
+            return 0
+        return length - self.slots + self.spec.window
 
 
 LAYER_CACHES = {"full": FullLayer, "sliding": SlidingLayer}     # layer kind -> its cache
@@ -398,6 +418,44 @@ class KVCache:
         exactly as it was before the step."""
         for layer in self.layers:
             layer.discard()
+
+    def truncate(self, n: int):
+        """Keep the first n tokens (per sequence) and drop the rest: the cache is then exactly
+        one that never held the dropped tokens, `len` and `nbytes` included, and continues
+        bit for bit as that one would. Speculative decoding rolls back the proposals the model
+        rejected this way.
+
+        A batched cache has one length for all its rows, so n is one number for every row
+        (rows of different lengths would need a ragged cache). A sliding-window ring that has
+        overwritten positions cannot roll back past them: see rollback_floor. A refused call
+        changes nothing.
+        """
+        if isinstance(n, (np.ndarray, list, tuple)):
+            raise ValueError("truncate takes one length n for every row: a batched cache has "
+                             "one length (rows of different lengths would need a ragged "
+                             f"cache), got {type(n).__name__}")
+        n = validate.count("n", n, 0, self.length)
+        if any(layer.staged is not None for layer in self.layers):
+            raise ValueError("truncate during a step (update() without advance()): advance or "
+                             "discard the step first")
+        for i, layer in enumerate(self.layers):
+            if not hasattr(layer, "rollback_floor"):
+                raise ValueError(f"layer {i}'s cache ({type(layer).__name__}) cannot roll back: "
+                                 "its kind has no rollback_floor (see FullLayer)")
+            floor = layer.rollback_floor(self.length)
+            if n < floor:
+                raise ValueError(
+                    f"cannot truncate to {n} tokens: layer {i}'s sliding-window ring of "
+                    f"{layer.slots} slots has wrapped, and its writes overwrote positions a "
+                    f"cache of {n} tokens would still hold; the shortest length it can roll "
+                    f"back to is {floor}")
+        self.length = n
+
+    def rollback_floor(self) -> int:
+        """The shortest length truncate accepts now: 0 unless a sliding-window ring has
+        wrapped, then len(cache) (its writes overwrote the oldest positions in the window)."""
+        return max(layer.rollback_floor(self.length) if hasattr(layer, "rollback_floor")
+                   else self.length for layer in self.layers)
 
     # -- ownership and copies ---------------------------------------------------------
     def owned_by(self, model) -> bool:

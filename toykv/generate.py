@@ -40,17 +40,11 @@ def _check_stop_ids(stop_ids, vocab_size: int) -> frozenset:
     return frozenset(validate.count("stop_ids", t, 0, vocab_size - 1) for t in items)
 
 
-def decode_steps(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
-                 kv_dtype: str = "float32", stop_ids=None, cache=None):
-    """Yield a Step per new token. Without a cache every step re-runs the whole sequence.
-
-    stop_ids: token ids (one int or several) that end generation: the step that produces one
-    is the last, as Hugging Face's eos_token_id does. cache: a filled cache of this model to
-    continue (prefix reuse: pass a copy, it is filled further); prompt_ids are then the tokens
-    that follow its len(cache) tokens, and Step.context counts them all. Without it a new cache
-    of kv_dtype is made. Every argument is checked, and a run that could not fit in
-    max_seq_len is refused, before the first forward pass (max_new_tokens is bounded by it).
-    """
+def check_run(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
+              kv_dtype: str = "float32", stop_ids=None, cache=None):
+    """decode_steps' checks, shared with toykv.speculative: (prompt ids as a list of ints, the
+    cache to fill (a new one of kv_dtype, the given one, or None without a cache), the stop
+    ids as a set, the tokens the cache held before)."""
     check_model(model)
     ids, batched = model.check_ids(prompt_ids)
     if batched:
@@ -77,6 +71,22 @@ def decode_steps(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
                          f"{model.config.max_seq_len}")
     if cache is None and use_cache:
         cache = model.new_cache(kv_dtype=kv_dtype)
+    return ids, cache, stops, start
+
+
+def decode_steps(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
+                 kv_dtype: str = "float32", stop_ids=None, cache=None):
+    """Yield a Step per new token. Without a cache every step re-runs the whole sequence.
+
+    stop_ids: token ids (one int or several) that end generation: the step that produces one
+    is the last, as Hugging Face's eos_token_id does. cache: a filled cache of this model to
+    continue (prefix reuse: pass a copy, it is filled further); prompt_ids are then the tokens
+    that follow its len(cache) tokens, and Step.context counts them all. Without it a new cache
+    of kv_dtype is made. Every argument is checked, and a run that could not fit in
+    max_seq_len is refused, before the first forward pass (max_new_tokens is bounded by it).
+    """
+    ids, cache, stops, start = check_run(model, prompt_ids, max_new_tokens, use_cache,
+                                         kv_dtype, stop_ids, cache)
     return decode_loop(model, ids, max_new_tokens, cache, stops, start)
 
 
@@ -103,8 +113,18 @@ def decode_loop(model, ids: list, max_new_tokens: int, cache=None,
 
 
 def generate(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
-             stop_ids=None, cache=None) -> list[int]:
+             stop_ids=None, cache=None, speculative=None) -> list[int]:
     """Greedy decoding; returns the new token ids, ending with the stop token if one came.
-    cache: a filled cache to continue, as in decode_steps."""
+    cache: a filled cache to continue, as in decode_steps. speculative: a proposer
+    (toykv.speculative.PromptLookup or DraftModel): the same tokens, several per forward pass
+    where the proposals agree with the model (toykv.speculative.speculative_steps)."""
+    if speculative is not None:
+        from .speculative import speculative_steps     # it imports this module
+        if not use_cache:
+            raise ValueError("speculative decoding needs the cache (use_cache=True): it rolls "
+                             "the cache back over rejected proposals")
+        return [t for step in speculative_steps(model, prompt_ids, max_new_tokens, speculative,
+                                                stop_ids=stop_ids, cache=cache)
+                for t in step.tokens]
     return [step.token for step in decode_steps(model, prompt_ids, max_new_tokens, use_cache,
                                                 stop_ids=stop_ids, cache=cache)]

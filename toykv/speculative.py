@@ -1,0 +1,327 @@
+"""Speculative decoding: propose several tokens cheaply, check them all in one forward pass.
+
+A decode step reads every weight to produce one token (chapter 5). A forward pass over k + 1
+tokens reads them once too, so while decode is memory-bound, scoring k proposed tokens costs
+about one step. Greedy verification keeps the longest prefix of the proposal that agrees with
+the model's own choices, plus the model's next token, and truncates the cache back over the
+rest (leviathan2023fast, chen2023accelerating): the tokens are exactly those of greedy
+decoding, only several may come from one pass.
+
+Proposers take the tokens so far (prompt and output) and k, and return at most k token ids:
+PromptLookup matches the last few tokens against earlier text and proposes what followed them
+there (saxena2023prompt: no second model); DraftModel runs a smaller model of the same
+vocabulary greedily, and skip_layers makes one from the model itself by leaving layers out, a
+layer-skipping self-draft in the spirit of zhang2023draft (which picks the skipped
+sublayers by search; we skip whole layers, chosen by hand).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from . import validate
+from .flops import forward_flops
+from .generate import check_run
+from .model import ToyTransformer, check_model
+from .variants import decode_step_bytes
+
+MAX_K = 64                     # proposals per step: far past where a verify step is free
+
+
+# -- proposers ---------------------------------------------------------------------------
+class PromptLookup:
+    """Propose by n-gram lookup: find the earliest place where the last n tokens (n =
+    max_ngram, then shorter, down to min_ngram) occurred before, and propose the k tokens that
+    followed them there (the earliest match has the most tokens after it). Good where the output quotes or edits its input; nothing to propose
+    (an ordinary decode step) where it does not."""
+
+    def __init__(self, k: int = 4, max_ngram: int = 3, min_ngram: int = 1):
+        self.k = validate.count("k", k, 1, MAX_K)
+        self.max_ngram = validate.count("max_ngram", max_ngram, 1)
+        self.min_ngram = validate.count("min_ngram", min_ngram, 1, self.max_ngram)
+
+    def __call__(self, tokens: list[int], k: int) -> list[int]:
+        ids = np.asarray(tokens)
+        for n in range(self.max_ngram, self.min_ngram - 1, -1):
+            if len(ids) <= n:
+                continue
+            tail = ids[-n:]
+            windows = np.lib.stride_tricks.sliding_window_view(ids[:-1], n)   # starts 0..
+            starts = np.flatnonzero((windows == tail).all(axis=1))      # ... each followed
+            if starts.size:
+                first = int(starts[0]) + n                              # by one token at least
+                return [int(t) for t in ids[first:first + k]]
+        return []
+
+    def __repr__(self):
+        return f"PromptLookup(k={self.k}, max_ngram={self.max_ngram}, min_ngram={self.min_ngram})"
+
+
+class DraftModel:
+    """Propose with a draft model: k greedy tokens of a smaller model with the same vocabulary.
+
+    It keeps its own cache of the text so far and, at each call, truncates it back to the part
+    the text still shares (its rejected proposals go) and feeds only what is new.
+    """
+
+    def __init__(self, draft, k: int = 4, kv_dtype: str = "float32"):
+        self.model = check_model(draft, "draft")
+        self.k = validate.count("k", k, 1, MAX_K)
+        self.kv_dtype = kv_dtype
+        self.reset()
+
+    def reset(self):
+        """Forget the text: the next call starts a new cache."""
+        self.cache = self.model.new_cache(kv_dtype=self.kv_dtype)
+        self.held: list[int] = []                   # the tokens its cache holds
+
+    def __call__(self, tokens: list[int], k: int) -> list[int]:
+        room = self.model.config.max_seq_len - len(tokens) + 1    # it feeds k - 1 proposals
+        k = min(k, room)
+        if k <= 0:
+            return []
+        common = 0
+        for a, b in zip(self.held, tokens[:-1]):      # keep what still matches, feed the rest
+            if a != b:
+                break
+            common += 1
+        if common < self.cache.rollback_floor():
+            self.reset()
+            common = 0
+        self.cache.truncate(common)
+        logits = self.model.forward(tokens[common:], self.cache)[-1]
+        proposal = [int(np.argmax(logits))]
+        while len(proposal) < k:
+            proposal.append(int(np.argmax(self.model.forward(proposal[-1:], self.cache)[-1])))
+        self.held = list(tokens) + proposal[:-1]
+        return proposal
+
+    def __repr__(self):
+        return f"DraftModel({self.model.config.n_layers}-layer draft, k={self.k})"
+
+
+def skip_layers(model, keep) -> ToyTransformer:
+    """A draft made of the model itself with only the layers `keep` (indices, in order): the
+    same embedding, head and weights of those layers, so it needs no training and shares the
+    vocabulary. The layers left out are skipped, their residual contribution with them."""
+    model = check_model(model)
+    L = model.config.n_layers
+    keep = [validate.count("keep", i, 0, L - 1) for i in keep]
+    if not keep or keep != sorted(set(keep)):
+        raise ValueError(f"keep must be layer indices in increasing order, none twice, at least "
+                         f"one, got {keep}")
+    types = model.config.layer_types
+    config = replace(model.config, n_layers=len(keep),
+                     layer_types=None if types is None else tuple(types[i] for i in keep))
+    weights = {"embed": model.embed, "final_norm": model.final_norm, "lm_head": model.lm_head,
+               "layers": [dict(model.layers[i]) for i in keep]}
+    return ToyTransformer(config, exact=model.exact, weights=weights, absorb=model.absorb)
+
+
+# -- one verify step ---------------------------------------------------------------------
+@dataclass
+class Verified:
+    """What one verify step did: `tokens` the model chose (the accepted proposals, then its own
+    next token), `accepted` how many proposals it kept, `logits` [k + 1, |V|]."""
+    tokens: list
+    accepted: int
+    logits: np.ndarray
+
+
+def check_proposal(proposal, k: int, vocab_size: int) -> list[int]:
+    """A proposer's output as a list of at most k token ids in [0, vocab_size); else a
+    ValueError that names the proposer's mistake (before the cache is touched)."""
+    try:
+        ids = validate.token_ids("the proposal", proposal, vocab_size)
+    except ValueError as err:
+        raise ValueError(f"the proposer returned a bad proposal: {err}") from None
+    if len(ids) > k:
+        raise ValueError(f"the proposer returned {len(ids)} tokens, more than the k = {k} "
+                         "it was asked for")
+    return ids
+
+
+def verify_step(model, cache, last: int, proposal: list[int]) -> Verified:
+    """Score `proposal` in one forward pass and keep what greedy decoding would have made.
+
+    The cache holds every token before `last` (the newest token, not yet fed). Feeding last and
+    the k proposals gives k + 1 rows of logits: row i is the model's choice after proposal i - 1.
+    Proposal i is accepted while it equals row i's argmax; the first row that disagrees (or the
+    row after the last proposal) gives one token more, the model's own. The cache is then
+    truncated to hold last and the accepted proposals, so it is exactly the cache of greedy
+    decoding: the rejected proposals' keys and values are dropped.
+    """
+    start = len(cache)
+    logits = model.forward([last] + proposal, cache)            # [k + 1, |V|]
+    choices = np.argmax(logits, axis=-1)
+    accepted = 0
+    while accepted < len(proposal) and proposal[accepted] == choices[accepted]:
+        accepted += 1
+    cache.truncate(start + 1 + accepted)                        # last + the accepted ones
+    return Verified(proposal[:accepted] + [int(choices[accepted])], accepted, logits)
+
+
+# -- generation --------------------------------------------------------------------------
+@dataclass
+class SpecStep:
+    """One forward pass of speculative generation. Step 0 is the prefill (nothing proposed).
+
+    tokens: what the step added to the output (ends at a stop token); proposed, accepted: the
+    proposal and how many of it the model kept; tokens_in: tokens the pass fed; context: the
+    sequence length after its input; seconds: wall time of the pass (propose_seconds: of the
+    proposer); flops: the pass's matmul FLOPs; cache_tokens, cache_bytes: after the step;
+    rolled_back, rolled_back_bytes: what truncate dropped."""
+    index: int
+    phase: str
+    tokens: list
+    proposed: list
+    accepted: int
+    tokens_in: int
+    context: int
+    seconds: float
+    propose_seconds: float
+    flops: int
+    cache_tokens: int
+    cache_bytes: int
+    rolled_back: int = 0
+    rolled_back_bytes: int = 0
+    logits: np.ndarray = field(default=None, repr=False)
+
+
+def _check_proposer(proposer, k):
+    if not callable(proposer):
+        raise ValueError(f"proposer must be callable as proposer(tokens, k) -> token ids "
+                         f"(toykv.speculative.PromptLookup, DraftModel), got {proposer!r}")
+    if k is None:
+        k = getattr(proposer, "k", None)
+        if k is None:
+            raise ValueError("give k: the proposer has no k attribute")
+    return validate.count("k", k, 1, MAX_K)
+
+
+def speculative_steps(model, prompt_ids, max_new_tokens: int, proposer, k: int | None = None,
+                      stop_ids=None, kv_dtype: str = "float32", cache=None):
+    """Greedy generation with speculation: yield a SpecStep per forward pass.
+
+    The output is the tokens of toykv.decode_steps (same arguments), the cache after it holds
+    the same tokens as that run's cache. k: most proposals per step (default proposer.k).
+    Every argument is checked before the first pass; a proposal out of range or longer than
+    asked is refused before the pass that would feed it, leaving the cache as it was.
+    A sliding-window model is refused when the run would pass its window: its ring cannot roll
+    back once it has overwritten positions (KVCache.rollback_floor).
+    """
+    k = _check_proposer(proposer, k)
+    ids, cache, stops, start = check_run(model, prompt_ids, max_new_tokens, True, kv_dtype,
+                                         stop_ids, cache)
+    longest = start + len(ids) + max(max_new_tokens - 1, 0)
+    windows = [spec.window for spec in model.config.layers if spec.is_sliding]
+    if windows and longest > min(windows):
+        raise ValueError(f"the run needs {longest} positions, more than the sliding window of "
+                         f"{min(windows)}: a ring that has wrapped cannot roll back over "
+                         "rejected proposals; decode without speculation")
+    return _speculate(model, ids, max_new_tokens, proposer, k, cache, stops, start)
+
+
+def _speculate(model, ids, max_new_tokens, proposer, k, cache, stops, start):
+    """The loop, on checked arguments: a prefill, then verify steps until max_new_tokens."""
+    made, index, vocab = 0, 0, model.config.vocab_size
+    while made < max_new_tokens:
+        t0 = time.perf_counter()
+        if index == 0:
+            proposal, feed = [], ids
+        else:
+            room = min(k, max_new_tokens - made - 1)          # never past max_new_tokens
+            proposal = check_proposal(proposer(list(ids), room), room, vocab) if room else []
+            feed = [ids[-1]] + proposal
+        t1 = time.perf_counter()
+        flops0, held0 = model.flops, len(cache)
+        if index == 0:
+            logits = model.forward(feed, cache)
+            out, accepted = [int(np.argmax(logits[-1]))], 0
+        else:
+            verified = verify_step(model, cache, ids[-1], proposal)
+            logits, out, accepted = verified.logits, verified.tokens, verified.accepted
+        seconds = time.perf_counter() - t1
+        for i, token in enumerate(out):                       # a stop token ends the output
+            if token in stops:
+                out = out[:i + 1]
+                break
+        if index > 0 and len(out) < accepted + 1:             # stopped inside the accepted
+            cache.truncate(held0 + len(out))
+        per_token = cache.nbytes // max(len(cache), 1)
+        dropped = held0 + len(feed) - len(cache)
+        yield SpecStep(index, "prefill" if index == 0 else "verify", out, proposal, accepted,
+                       len(feed), start + len(ids) + len(proposal), seconds, t1 - t0,
+                       model.flops - flops0, len(cache), cache.nbytes, dropped,
+                       dropped * per_token if dropped else 0, logits[-1] if index == 0
+                       else logits)
+        made += len(out)
+        index += 1
+        if out[-1] in stops:
+            return
+        ids.extend(out)
+
+
+def speculative_generate(model, prompt_ids, max_new_tokens: int, proposer, k=None,
+                         stop_ids=None, cache=None) -> list[int]:
+    """The new token ids of speculative_steps: those of toykv.generate."""
+    return [t for step in speculative_steps(model, prompt_ids, max_new_tokens, proposer, k,
+                                            stop_ids, cache=cache) for t in step.tokens]
+
+
+# -- what it buys ------------------------------------------------------------------------
+def acceptance(steps) -> dict:
+    """Totals of a run's verify steps: {'verify_steps', 'proposed', 'accepted', 'tokens'
+    (made by verify steps), 'tokens_per_step', 'acceptance_rate' (accepted / proposed),
+    'alpha' (the per-token acceptance rate of leviathan2023fast's model, estimated: accepted
+    proposals over proposals tried, a proposal counting as tried up to the first rejection)}."""
+    verify = [s for s in steps if s.phase == "verify"]
+    proposed = sum(len(s.proposed) for s in verify)
+    accepted = sum(s.accepted for s in verify)
+    tried = sum(s.accepted + (s.accepted < len(s.proposed)) for s in verify)
+    made = sum(len(s.tokens) for s in verify)
+    return {"verify_steps": len(verify), "proposed": proposed, "accepted": accepted,
+            "tokens": made, "tokens_per_step": made / len(verify) if verify else 0.0,
+            "acceptance_rate": accepted / proposed if proposed else 0.0,
+            "alpha": accepted / tried if tried else 0.0}
+
+
+def expected_tokens_per_step(alpha, k: int) -> float:
+    """Expected tokens a verify step makes when each of the k proposals is accepted with
+    probability alpha, independently, until the first rejection: (1 - alpha^(k+1)) / (1 -
+    alpha) (leviathan2023fast, equation 1); k + 1 at alpha = 1."""
+    alpha = validate.number("alpha", alpha, 0.0, allow_minimum=True, maximum=1.0)
+    k = validate.count("k", k, 0)
+    if alpha == 1.0:
+        return float(k + 1)
+    return (1 - alpha ** (k + 1)) / (1 - alpha)
+
+
+def expected_speedup(alpha, k: int, draft_cost=0.0, verify_ratio=1.0) -> float:
+    """Expected speed-up over plain decoding: tokens per verify step over what the step costs
+    in decode steps, k draft steps of draft_cost each (a draft step's time over a decode
+    step's; 0 for prompt lookup) and one verify step of verify_ratio decode steps.
+    leviathan2023fast (theorem 3.8) counts the verify step as one decode step (verify_ratio
+    1), true while the step stays memory-bound; give a measured ratio where it is not."""
+    draft_cost = validate.number("draft_cost", draft_cost, 0.0, allow_minimum=True)
+    verify_ratio = validate.number("verify_ratio", verify_ratio, 0.0)
+    return expected_tokens_per_step(alpha, k) / (k * draft_cost + verify_ratio)
+
+
+def verify_cost(config, context: int, k: int) -> dict:
+    """FLOPs (toykv.flops) and bytes (variants.decode_step_bytes, float32) of a verify step of
+    k proposals after `context` cached tokens: the newest token and k proposals fed at once,
+    every weight read once and the cache of context + k + 1 tokens. k = 0 is a decode step.
+    {'flops', 'bytes', 'intensity'}."""
+    context = validate.count("context", context, 0)
+    k = validate.count("k", k, 0, MAX_K)
+    flops = forward_flops(config, k + 1, context)
+    nbytes = decode_step_bytes(config, context + k + 1)["total"]
+    return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes}
+
+
+__all__ = ["MAX_K", "PromptLookup", "DraftModel", "skip_layers", "Verified", "check_proposal",
+           "verify_step", "SpecStep", "speculative_steps", "speculative_generate", "acceptance",
+           "expected_tokens_per_step", "expected_speedup", "verify_cost"]
