@@ -14,7 +14,7 @@ DESIGN = {"ModelConfig", "ToyTransformer", "KVCache", "generate", "kv_bytes_per_
 
 
 def book_texts():
-    for path in sorted(BOOK.glob("0*.ipynb")):
+    for path in sorted(BOOK.glob("[0-9]*.ipynb")):
         yield from (cell.source for cell in nbformat.read(path, as_version=4).cells)
     for path in sorted(BOOK.glob("*.md")):
         if path.name != "api.md":                       # generated from __all__ itself

@@ -15,6 +15,7 @@ from .ch6 import ch6_ex1, ch6_ex2, ch6_ex3, ch6_ex4
 from .ch7 import ch7_ex1, ch7_ex2, ch7_ex3, ch7_ex4
 from .ch8 import ch8_ex1, ch8_ex2, ch8_ex3, ch8_ex4
 from .ch9 import ch9_ex1, ch9_ex2, ch9_ex3, ch9_ex4
+from .ch12 import ch12_ex1, ch12_ex2, ch12_ex3
 
 __all__ = ["Verdict", "answer_check", "NOT_ANSWERED",
            "ch1_ex1", "ch1_ex2", "ch1_ex4",
@@ -25,4 +26,5 @@ __all__ = ["Verdict", "answer_check", "NOT_ANSWERED",
            "ch6_ex1", "ch6_ex2", "ch6_ex3", "ch6_ex4",
            "ch7_ex1", "ch7_ex2", "ch7_ex3", "ch7_ex4",
            "ch8_ex1", "ch8_ex2", "ch8_ex3", "ch8_ex4",
-           "ch9_ex1", "ch9_ex2", "ch9_ex3", "ch9_ex4"]
+           "ch9_ex1", "ch9_ex2", "ch9_ex3", "ch9_ex4",
+           "ch12_ex1", "ch12_ex2", "ch12_ex3"]
