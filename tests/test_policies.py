@@ -8,7 +8,7 @@ from conftest import make_model
 from conftest import token_ids as ids
 from test_cache_steps import Boom, assert_same, fail_at, snapshot
 
-from toykv.policies import CachePolicy
+from toykv import CachePolicy
 from toykv.policies import _rotate
 from toykv.quality import next_token_losses, perplexity
 from toykv.sizing import kv_bytes_per_token
