@@ -52,6 +52,9 @@ SHOWN = {
     "ch9_ex2": [654],
     "ch9_ex3": [7.06, 7.0],                          # toykv's, the token count by hand
     "ch9_ex4": [4.46, 4.5],
+    "ch12_ex1": [(0, 3, 7, 9, 10, 11)],
+    "ch12_ex2": [0.035],
+    "ch12_ex3": [4.19, 4.2],
 }
 NOT_NUMBERS = {"ch1_ex1", "ch1_ex4"}                 # a function and an array: own tests
 
