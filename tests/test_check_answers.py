@@ -58,6 +58,9 @@ SHOWN = {
     "ch11_ex1": [3.3616, 3.36],
     "ch11_ex3": [230_400],
     "ch11_ex4": [2.80, 2.8],
+    "ch12_ex1": [(0, 3, 7, 9, 10, 11)],
+    "ch12_ex2": [0.035],
+    "ch12_ex3": [4.19, 4.2],
 }
 NOT_NUMBERS = {"ch1_ex1", "ch1_ex4", "ch10_ex2", "ch11_ex2"}     # functions, arrays, tokens: own tests
 

@@ -9,9 +9,9 @@ chapters use, and the public API the course's design names.
 """
 import importlib
 
-from . import (check, config, flops, kvquant, layers, longctx, model, ops, paged, prefix,
-               roofline, scheduler, serving, sizing, speculative, steptime, timing, variants,
-               zoo)
+from . import (check, config, flops, kvquant, layers, longctx, model, ops, paged, policies,
+               prefix, quality, roofline, scheduler, serving, sizing, speculative, steptime,
+               timing, variants, zoo)
 from .cache import KVCache
 from .config import ModelConfig, source_toy
 from .generate import Step, decode_steps, generate
@@ -19,6 +19,7 @@ from .gguf_loader import load_gguf
 from .hfconfig import config_from_hf, from_hf_config
 from .loaders import load_hf
 from .model import ToyTransformer
+from .policies import CachePolicy
 from .roofline import (HARDWARE, Hardware, describe_machine, hardware, measure_bandwidth,
                        measure_matmul_peak)
 from .smollm2 import smollm2_gguf_path
@@ -34,6 +35,7 @@ __all__ = [
     "kv_bytes_per_token", "kv_cache_bytes", "param_count", "kv_share", "relative_decode_speed",
     "max_tokens_per_second", "sequences_that_fit",
     "Hardware", "hardware", "measure_bandwidth", "measure_matmul_peak",
+    "CachePolicy", "policies", "quality",
     "check", "config", "flops", "kvquant", "longctx", "model", "ops", "paged", "plots", "prefix",
     "roofline", "scheduler", "serving", "sizing", "speculative", "steptime", "timing", "variants",
     "widgets", "zoo",

@@ -273,10 +273,11 @@ class KVCache:
     to that model: another model, even one with an equal config, has other weights, so the
     keys and values it holds would be wrong for it, and forward refuses. capacity: positions
     allocated per layer now (default max_seq_len); a layer grows when more arrive.
+    policy: a toykv.CachePolicy (or 'full'), what each layer keeps (toykv.policies).
     """
 
     def __init__(self, config: ModelConfig, batch: int | None = None,
-                 kv_dtype: str = "float32", capacity: int | None = None):
+                 kv_dtype: str = "float32", capacity: int | None = None, policy=None):
         if not isinstance(config, ModelConfig) and hasattr(config, "new_cache"):
             raise ValueError(f"config must be a toykv.ModelConfig, got "
                              f"{type(config).__name__}: use model.new_cache()")
@@ -303,8 +304,13 @@ class KVCache:
             "give the ModelConfig a smaller max_seq_len (the cache is allocated for all of it)"
             if capacity is None else "give a smaller capacity")
         codec = Codec(self.kv_dtype)
-        self.layers = [LAYER_CACHES[spec.kind](spec, codec, self.batch, spec.held(slots),
-                                               spec.held(config.max_seq_len))
+        self.policy, kind, options = None, None, {}
+        if policy is not None:                          # what to keep (toykv.policies)
+            from .policies import check_policy          # it builds on this module
+            self.policy = check_policy(policy, config, self.batch)
+            kind, options = "policy", {"policy": self.policy, "theta": config.rope_theta}
+        self.layers = [LAYER_CACHES[kind or spec.kind](spec, codec, self.batch, spec.held(slots),
+                                                       spec.held(config.max_seq_len), **options)
                        for spec in config.layers]
         self.names = tuple(name for name, _ in config.layers[0].entries)   # what update takes
 
@@ -401,6 +407,15 @@ class KVCache:
     def begin_step(self, ids: np.ndarray):
         """forward calls this with the step's token ids [B, T] before any layer runs; a
         KVCache needs nothing (a paged cache finds its blocks, toykv.paged)."""
+
+    def narrow(self, layer: int, positions: np.ndarray, allowed):
+        """The mask [T, Tk] of a step's queries, narrowed by the cache's policy (if any)."""
+        return allowed if self.policy is None else self.layers[layer].narrow(positions, allowed)
+
+    def attended(self, layer: int, weights: np.ndarray):
+        """Hand a step's attention weights [..., T, Tk] to the policy (H2O counts them)."""
+        if self.policy is not None:
+            self.layers[layer].attended(weights)
 
     def advance(self, T: int):
         """Commit the step: T more tokens are stored (once per forward, after every layer)."""

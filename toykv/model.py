@@ -318,10 +318,11 @@ class ToyTransformer:
         return self.ops.flops
 
     def new_cache(self, batch: int | None = None, kv_dtype: str = "float32",
-                  capacity: int | None = None) -> KVCache:
+                  capacity: int | None = None, policy=None) -> KVCache:
         """An empty cache for this model: one sequence (batch=None) or B sequences (batch=B).
-        capacity: positions to allocate per layer now (default max_seq_len; it grows)."""
-        cache = KVCache(self.config, batch, kv_dtype, capacity)
+        capacity: positions to allocate per layer now (default max_seq_len; it grows).
+        policy: what it keeps (a toykv.CachePolicy; default every token)."""
+        cache = KVCache(self.config, batch, kv_dtype, capacity, policy)
         cache._claim(self)
         return cache
 
@@ -476,7 +477,9 @@ class ToyTransformer:
         # attend: softmax(q k^T / sqrt(d_h)) v, over the keys a query sees
         scores = mm(q, np.swapaxes(k, -1, -2))      # [..., H_kv, G, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
-        p = self.softmax(scores, self.mask(positions, key_pos, i))
+        p = self.softmax(scores, self.mask(positions, key_pos, i, cache))
+        if cache is not None:
+            cache.attended(i, p)                    # a policy may count them (H2O)
         out = mm(p, v)                              # [..., H_kv, G, T, d_h]
         # project out: the heads side by side, through W_O
         out = out.reshape(*lead, H, T, hd)          # [..., H, T, d_h]
@@ -521,7 +524,9 @@ class ToyTransformer:
             scores = mm(q_nope, np.swapaxes(k_nope, -1, -2))             # [..., H, T, Tk]
         scores = scores + rope_scores
         scores *= np.float32(1 / np.sqrt(hd + rd))
-        p = self.softmax(scores, self.mask(positions, key_pos, i))     # [..., H, T, Tk]
+        p = self.softmax(scores, self.mask(positions, key_pos, i, cache))  # [..., H, T, Tk]
+        if cache is not None:
+            cache.attended(i, p)                                         # a policy's (H2O)
         if self.absorb:      # the weighted sum of latents, then W_UV per head
             w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, d_h]
             out = mm(mm(p, c_kv[..., None, :, :]), w_uv)                 # [..., H, T, d_h]
@@ -531,11 +536,12 @@ class ToyTransformer:
         out = np.swapaxes(out, -3, -2)                                   # [..., T, H, d_h]
         return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
 
-    def mask(self, positions, key_pos, layer):
+    def mask(self, positions, key_pos, layer, cache=None):
         """Bool [T, Tk]: True where a query position may see a key position (causal, and inside
         a sliding window); None when every query sees every key (a decode step of a full
-        layer), as the layer's LayerSpec says."""
-        return self.config.layers[layer].allowed(positions, key_pos)
+        layer), as the layer's LayerSpec says, narrowed by a cache's policy."""
+        allowed = self.config.layers[layer].allowed(positions, key_pos)
+        return allowed if cache is None else cache.narrow(layer, positions, allowed)
 
     def softmax(self, scores, allowed=None):
         """Softmax over the last axis where allowed (elsewhere 0; None: everywhere). Works in

@@ -17,6 +17,7 @@ from .ch8 import ch8_ex1, ch8_ex2, ch8_ex3, ch8_ex4
 from .ch9 import ch9_ex1, ch9_ex2, ch9_ex3, ch9_ex4
 from .ch10 import ch10_ex1, ch10_ex2, ch10_ex3, ch10_ex4
 from .ch11 import ch11_ex1, ch11_ex2, ch11_ex3, ch11_ex4
+from .ch12 import ch12_ex1, ch12_ex2, ch12_ex3
 
 __all__ = ["Verdict", "answer_check", "NOT_ANSWERED",
            "ch1_ex1", "ch1_ex2", "ch1_ex4",
@@ -29,4 +30,5 @@ __all__ = ["Verdict", "answer_check", "NOT_ANSWERED",
            "ch8_ex1", "ch8_ex2", "ch8_ex3", "ch8_ex4",
            "ch9_ex1", "ch9_ex2", "ch9_ex3", "ch9_ex4",
            "ch10_ex1", "ch10_ex2", "ch10_ex3", "ch10_ex4",
-           "ch11_ex1", "ch11_ex2", "ch11_ex3", "ch11_ex4"]
+           "ch11_ex1", "ch11_ex2", "ch11_ex3", "ch11_ex4",
+           "ch12_ex1", "ch12_ex2", "ch12_ex3"]

@@ -1,0 +1,158 @@
+"""Cache policies (toykv.policies): each keeps exactly the tokens it claims, holds them bit for
+bit as a full cache does, counts its bytes truly, and refuses bad input without changing
+anything. Expected values come from a cache without a policy, uncached passes, and counts by
+hand."""
+import numpy as np
+import pytest
+from conftest import make_model
+from conftest import token_ids as ids
+from test_cache_steps import Boom, assert_same, fail_at, snapshot
+
+from toykv import CachePolicy
+from toykv.policies import _rotate
+from toykv.quality import next_token_losses, perplexity
+from toykv.sizing import kv_bytes_per_token
+
+POLICIES = [CachePolicy("window", 8), CachePolicy("sinks", 8), CachePolicy("sinks", 8, sinks=2),
+            CachePolicy("h2o", 8), CachePolicy("h2o", 8, recent=3)]
+
+
+def stream(model, tokens, policy, chunk=1):
+    cache = model.new_cache(policy=policy)
+    for start in range(0, len(tokens), chunk):
+        model(tokens[start:start + chunk], cache)
+    return cache
+
+
+@pytest.mark.parametrize("chunk", [1, 7])
+@pytest.mark.parametrize("policy", POLICIES, ids=repr)
+def test_each_policy_keeps_the_tokens_it_claims(policy, chunk):
+    model, n = make_model("gqa", exact=True), 30
+    cache = stream(model, ids(n), policy, chunk)
+    for layer in cache.layers:
+        kept = list(layer.positions)
+        assert len(kept) == cache.held(0) == 8 and kept == sorted(kept)
+        if policy.name == "window":
+            assert kept == list(range(22, 30))
+        elif policy.name == "sinks":
+            s = policy.sinks
+            assert kept == list(range(s)) + list(range(30 - 8 + s, 30))
+        else:                                          # the recent ones, and older heavy ones
+            r = policy.recent
+            assert kept[-r:] == list(range(30 - r, 30)) and max(kept[:-r]) < 30 - r
+
+
+def test_heavy_hitters_are_the_most_attended_older_tokens():
+    policy = CachePolicy("h2o", 5, recent=2)
+    received = np.array([9.0, 1, 7, 3, 8, 0, 2, 5])           # older than the last 2: 0..5
+    keep = policy.keep(np.arange(10, 18), received)
+    assert list(keep) == [0, 2, 4, 6, 7]                      # 9, 7, 8; then the last two
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=repr)
+def test_held_values_and_bytes_are_a_full_caches_at_those_positions(policy):
+    model, tokens = make_model("gqa", exact=True), ids(25)
+    cache, full = stream(model, tokens, policy, 4), model.new_cache()
+    model(tokens, full)
+    kept = cache.layers[0].positions           # layer 0's entries depend on token and position
+    for name in cache.names:                   # only (deeper ones on what it attended to)
+        assert np.array_equal(cache.stored(0, name), full.stored(0, name)[kept])
+    assert cache.nbytes == 8 * kv_bytes_per_token(model.config, bytes_per_value=4)
+    assert full.nbytes == 25 * kv_bytes_per_token(model.config, bytes_per_value=4)
+
+
+def test_chunks_give_what_one_token_per_step_gives_for_window_and_sinks():
+    model, tokens = make_model("gqa", exact=True), ids(40)
+    for policy in POLICIES[:3]:
+        one = next_token_losses(model, tokens, policy, chunk=1)
+        for chunk in (3, 16, 40):
+            assert np.array_equal(next_token_losses(model, tokens, policy, chunk), one)
+
+
+def test_policy_full_is_the_plain_cache_and_one_uncached_pass():
+    model, tokens = make_model("gqa", exact=True), ids(30)
+    uncached = next_token_losses(model, tokens)
+    assert np.array_equal(next_token_losses(model, tokens, CachePolicy("full"), 7), uncached)
+    window = next_token_losses(model, tokens, CachePolicy("window", 4), 7)
+    assert not np.array_equal(window, uncached)
+    assert perplexity(uncached) == pytest.approx(np.exp(uncached.mean()))
+
+
+def test_rotating_a_key_by_a_difference_moves_it():
+    x = np.random.default_rng(0).standard_normal((1, 5, 2, 16)).astype(np.float32)
+    there = _rotate(_rotate(x, np.arange(5), 10000.0), np.full(5, 3), 10000.0)
+    assert np.allclose(there, _rotate(x, np.arange(5) + 3, 10000.0), atol=1e-5)
+
+
+def test_renumbered_positions_are_the_kept_tokens_read_as_one_sequence():
+    """One layer: its keys depend only on each token and its position, so a renumbered cache
+    (StreamingLLM's) gives the next token what an uncached pass over the kept tokens gives,
+    and a cache at original positions does not."""
+    model = make_model("gqa", n_layers=1)
+    tokens = ids(20)
+    policy = CachePolicy("sinks", 8, sinks=2, positions="renumbered")
+    cache = stream(model, tokens[:-1], policy)
+    kept = [tokens[p] for p in cache.layers[0].positions] + [tokens[-1]]
+    step = model([tokens[-1]], cache)[-1]
+    assert np.allclose(step, model(kept)[-1], atol=1e-4)
+    original = stream(model, tokens[:-1], CachePolicy("sinks", 8, sinks=2))
+    assert not np.allclose(model([tokens[-1]], original)[-1], model(kept)[-1], atol=1e-3)
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=repr)
+def test_a_failed_step_changes_nothing_and_a_copy_goes_on_alike(policy, monkeypatch):
+    model = make_model("gqa", exact=True)
+    cache, clean = stream(model, ids(12), policy), stream(model, ids(12), policy)
+    before = snapshot(cache), [(lay.positions.copy(), lay.received.copy())
+                               for lay in cache.layers]
+    with monkeypatch.context() as patch:
+        fail_at(model, "last layer", patch)
+        with pytest.raises(Boom):
+            model([5, 6], cache)
+    assert_same(snapshot(cache), before[0])
+    for layer, (positions, received) in zip(cache.layers, before[1]):
+        assert np.array_equal(layer.positions, positions)
+        assert np.array_equal(layer.received, received)
+    twin = cache.copy()
+    step = model([5, 6], clean)
+    assert np.array_equal(model([5, 6], cache), step)        # the retry: as if never failed
+    assert np.array_equal(model([5, 6], twin), step)         # the copy: the same step
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    (dict(name="lru", budget=8), "unknown cache policy 'lru'"),
+    (dict(name="window"), "needs a budget"),
+    (dict(name="sinks", budget=4), "must exceed the 4 sink tokens"),
+    (dict(name="sinks", budget=3, sinks=5), "must exceed the 5 sink tokens"),
+    (dict(name="full", budget=8), "keeps every token"),
+    (dict(name="window", budget=0), "budget"),
+    (dict(name="h2o", budget=4, recent=5), "at most the budget"),
+    (dict(name="window", budget=8, sinks=2), "option of policy 'sinks'"),
+    (dict(name="window", budget=8, positions="shifted"), "positions"),
+])
+def test_bad_policies_are_refused_in_words(kwargs, words):
+    with pytest.raises(ValueError, match=words):
+        CachePolicy(**kwargs)
+
+
+def test_caches_a_policy_cannot_serve_are_refused():
+    with pytest.raises(ValueError, match="one sequence"):
+        make_model("gqa").new_cache(batch=2, policy=CachePolicy("window", 4))
+    with pytest.raises(ValueError, match="full-attention layers only"):
+        make_model("sliding").new_cache(policy=CachePolicy("window", 4))
+    with pytest.raises(ValueError, match="CachePolicy"):
+        make_model("gqa").new_cache(policy=8)
+    with pytest.raises(ValueError, match="unknown cache policy"):
+        make_model("gqa").new_cache(policy="windows")
+
+
+def test_policies_work_for_mla_and_int8():
+    model, tokens = make_model("mla_absorbed", exact=True), ids(20)
+    for policy in (CachePolicy("sinks", 8), CachePolicy("h2o", 8),
+                   CachePolicy("sinks", 8, positions="renumbered")):
+        cache = model.new_cache(kv_dtype="int8", policy=policy)
+        model(tokens, cache)
+        model([3], cache)
+        assert [len(layer.positions) for layer in cache.layers] == [8, 8]
+        assert cache.nbytes == 8 * (kv_bytes_per_token(model.config, bytes_per_value=1)
+                                    + 4 * model.config.n_layers * 2)

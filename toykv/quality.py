@@ -1,0 +1,74 @@
+"""What a cache policy costs in quality: next-token loss and perplexity on a text (chapter 12).
+
+The same code for every policy: the text goes through one cache with the policy, `chunk`
+tokens per step, and each position's logits give the loss of the token that follows it.
+A cache that keeps everything gives what one uncached pass gives (the chapter asserts it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import validate
+from .model import check_model
+
+
+def _check_text(model, token_ids) -> np.ndarray:
+    ids, batched = model.check_ids(token_ids)
+    if batched or ids.shape[1] < 2:
+        raise ValueError(f"token_ids must be one sequence [N] of at least 2 tokens, got shape "
+                         f"{np.shape(token_ids)}")
+    return ids[0]
+
+
+def token_losses(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """-log softmax(logits)[target] per row, float64: logits [T, |V|], targets [T]."""
+    z = logits.astype(np.float64)
+    top = z.max(axis=-1)
+    log_total = top + np.log(np.exp(z - top[:, None]).sum(axis=-1))        # log-sum-exp [T]
+    return log_total - z[np.arange(len(targets)), targets]
+
+
+def next_token_losses(model, token_ids, policy=None, chunk: int = 64, cache=None):
+    """Loss of each next token, [N - 1] float64: position t's logits score token t + 1.
+
+    The N tokens go through one new cache with `policy` (a toykv.CachePolicy; None: no cache,
+    one pass), `chunk` tokens per step. cache: fill this (empty) cache instead of a new one,
+    e.g. to read what it received afterwards."""
+    model = check_model(model)
+    ids = _check_text(model, token_ids)
+    if policy is None and cache is None:
+        return token_losses(model(ids)[:-1], ids[1:])
+    chunk = validate.count("chunk", chunk, 1)
+    if cache is None:
+        cache = model.new_cache(capacity=len(ids), policy=policy)
+    elif len(cache) or cache.policy is None:
+        raise ValueError("cache must be an empty cache with a policy (model.new_cache("
+                         "policy=...))")
+    losses = []
+    for start in range(0, len(ids), chunk):
+        logits = model(ids[start:start + chunk], cache)                  # [T, |V|]
+        targets = ids[start + 1:start + chunk + 1]
+        losses.append(token_losses(logits[:len(targets)], targets))
+    return np.concatenate(losses)
+
+
+def perplexity(losses) -> float:
+    """exp(mean loss): the number of equally likely tokens the model is as unsure as."""
+    losses = np.asarray(losses, dtype=np.float64)
+    if losses.ndim != 1 or not losses.size or not np.isfinite(losses).all():
+        raise ValueError("losses must be a non-empty 1-D array of finite numbers")
+    return float(np.exp(losses.mean()))
+
+
+def attention_share(cache, first: int = 4) -> np.ndarray:
+    """Per layer, the share of all attention weight (every query and head) that went to the
+    first `first` tokens, from a cache with policy 'full' that a text went through."""
+    if getattr(cache, "policy", None) is None or cache.policy.name != "full":
+        raise ValueError("attention_share needs a cache with CachePolicy('full') that a text "
+                         "went through")
+    first = validate.count("first", first, 1)
+    return np.array([layer.received[:first].sum() / layer.received.sum()
+                     for layer in cache.layers])
+
+
+__all__ = ["token_losses", "next_token_losses", "perplexity", "attention_share"]
