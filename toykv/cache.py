@@ -275,6 +275,7 @@ class KVCache:
     allocated per layer now (default max_seq_len); a layer grows when more arrive.
     policy: a toykv.CachePolicy (or 'full'), what each layer keeps (toykv.policies).
     """
+    policy = None               # a kind that keeps every token (toykv.paged) needs none
 
     def __init__(self, config: ModelConfig, batch: int | None = None,
                  kv_dtype: str = "float32", capacity: int | None = None, policy=None):

@@ -479,7 +479,7 @@ class ToyTransformer:
         scores *= np.float32(1 / np.sqrt(hd))
         p = self.softmax(scores, self.mask(positions, key_pos, i, cache))
         if cache is not None:
-            cache.attended(i, p)                    # a policy may count them (H2O)
+            cache.attended(i, p)                    # chapter 12's policies
         out = mm(p, v)                              # [..., H_kv, G, T, d_h]
         # project out: the heads side by side, through W_O
         out = out.reshape(*lead, H, T, hd)          # [..., H, T, d_h]
