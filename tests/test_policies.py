@@ -156,3 +156,17 @@ def test_policies_work_for_mla_and_int8():
         assert [len(layer.positions) for layer in cache.layers] == [8, 8]
         assert cache.nbytes == 8 * (kv_bytes_per_token(model.config, bytes_per_value=1)
                                     + 4 * model.config.n_layers * 2)
+
+
+@pytest.mark.parametrize("kind", ["window", "sinks", "h2o"])
+def test_a_policy_cache_refuses_to_roll_back_and_keeps_its_state(kind):
+    """Evicted tokens cannot come back, and H2O's counts include the dropped queries' attention:
+    truncate must refuse (a silent wrong cache otherwise), changing nothing."""
+    model = make_model("mha")
+    cache = model.new_cache(policy=CachePolicy(kind, 8))
+    model.forward(ids(12), cache)
+    before = snapshot(cache)
+    for n in (3, 11):
+        with pytest.raises(ValueError, match="cannot roll back"):
+            cache.truncate(n)
+        assert_same(before, snapshot(cache))

@@ -455,9 +455,10 @@ class KVCache:
             raise ValueError("truncate during a step (update() without advance()): advance or "
                              "discard the step first")
         for i, layer in enumerate(self.layers):
-            if not hasattr(layer, "rollback_floor"):
+            if getattr(layer, "rollback_floor", None) is None:
                 raise ValueError(f"layer {i}'s cache ({type(layer).__name__}) cannot roll back: "
-                                 "its kind has no rollback_floor (see FullLayer)")
+                                 "what it keeps depends on every token it has seen (a cache "
+                                 "policy), or its kind has no rollback_floor (see FullLayer)")
             floor = layer.rollback_floor(self.length)
             if n < floor:
                 raise ValueError(

@@ -138,6 +138,10 @@ class PolicyLayer(FullLayer):
     self.positions[-(end - first):]).
     """
 
+    # What a policy kept, and the attention it counted, depend on every token it has seen, so
+    # no roll-back gives the cache that never saw the dropped ones: KVCache.truncate refuses.
+    rollback_floor = None
+
     def __init__(self, spec, codec, rows, slots, max_slots, new=np.zeros, policy=None,
                  theta=10000.0):
         self.policy, self.theta = policy or CachePolicy(), theta
