@@ -445,6 +445,32 @@ def decode_tokens(model, ids, tok) -> list[int]:
     return [s.token for s in decode_steps(model, ids, SPEC_NEW, stop_ids=tok.stop_ids)]
 
 
+PAGED_CONTEXT, PAGED_BLOCKS, PAGED_BATCHES = 2048, (4, 16, 64), (1, 8)
+
+
+def bench_paged():
+    """10. A paged decode step (toykv.paged) against the contiguous cache's: the same model, the
+    same context, one forward per sequence for both, timed in turns (CPU time, best of 5)."""
+    from .config import decode_toy
+    from .paged import decode_step_runner
+    from .timing import best_seconds, decode_step
+    model = ToyTransformer(decode_toy(max_seq_len=PAGED_CONTEXT + 128), seed=0)
+    print(f"\n10. paged against contiguous KV cache, decode at {PAGED_CONTEXT:,} tokens, "
+          f"chapters 5 and 6's decode toy (float32), one forward per sequence, timed in turns, best of "
+          f"5 (CPU time); ratio = paged / contiguous step time:")
+    for B in PAGED_BATCHES:
+        blocks = PAGED_BLOCKS if B == 1 else (16,)
+        contiguous = [decode_step(model, PAGED_CONTEXT, seed=b) for b in range(B)]
+        runs = {"contiguous": lambda c=contiguous: [step() for step in c]}
+        for size in blocks:
+            runs[size] = decode_step_runner(model, PAGED_CONTEXT, block_size=size, sequences=B)
+        best = best_seconds(runs)
+        cells = ", ".join(f"blocks of {size}: {best[size] / best['contiguous']:.2f}"
+                          for size in blocks)
+        print(f"   {B} sequence{'s' if B > 1 else ''}: contiguous {best['contiguous'] * 1e3:.1f}"
+              f" ms a step; {cells}")
+
+
 def main():
     t_start, others = time.perf_counter(), OthersLoad()
     others.start()
@@ -462,6 +488,7 @@ def main():
     bench_smollm2()
     bench_batched()
     bench_speculative()
+    bench_paged()
     share = others.share()
     print(f"\nload average at the end: {load_average()}; total {time.perf_counter() - t_start:.0f} s")
     if share is None:

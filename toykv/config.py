@@ -243,8 +243,8 @@ def recap_toy(**changes) -> ModelConfig:
 
 def decode_toy(max_seq_len: int = 4096) -> ModelConfig:
     """Chapters 5 and 6's model: 6 layers, d_model 1024, 16 query heads of 64 and 4 KV heads
-    (GQA), d_ff 2816, vocab 8192. About 84M parameters, 0.3 GB of float32 weights a decode
-    step reads: far above a CPU's last-level cache, so the weights stream from memory."""
+    (GQA), d_ff 2816, vocab 8192, tied embeddings. About 76M parameters, 0.3 GB of float32
+    weights a decode step reads: far above a CPU's last-level cache, so they stream from memory."""
     return ModelConfig(vocab_size=8192, d_model=1024, n_layers=6, n_heads=16, n_kv_heads=4,
                        d_ff=2816, max_seq_len=validate.count("max_seq_len", max_seq_len, 1))
 
