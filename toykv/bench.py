@@ -456,8 +456,8 @@ def bench_paged():
     from .timing import best_seconds, decode_step
     model = ToyTransformer(decode_toy(max_seq_len=PAGED_CONTEXT + 128), seed=0)
     print(f"\n10. paged against contiguous KV cache, decode at {PAGED_CONTEXT:,} tokens, "
-          f"chapters 5 and 6's decode toy (float32), one forward per sequence, timed in turns, best of "
-          f"5 (CPU time); ratio = paged / contiguous step time:")
+          "chapters 5 and 6's decode toy (float32), one forward per sequence, timed in turns, "
+          "best of 5 (CPU time); ratio = paged / contiguous step time:")
     for B in PAGED_BATCHES:
         blocks = PAGED_BLOCKS if B == 1 else (16,)
         contiguous = [decode_step(model, PAGED_CONTEXT, seed=b) for b in range(B)]
