@@ -170,3 +170,18 @@ def test_a_policy_cache_refuses_to_roll_back_and_keeps_its_state(kind):
         with pytest.raises(ValueError, match="cannot roll back"):
             cache.truncate(n)
         assert_same(before, snapshot(cache))
+
+
+def test_the_sample_text_is_the_prose_of_chapters_1_and_2_and_ships_with_toykv():
+    """Chapter 12 reads it where no repository is beside the notebook (Colab, a student copy):
+    it comes from the package, and pyproject ships its folder."""
+    import tomllib
+    from pathlib import Path
+
+    from toykv.quality import sample_text
+    text = sample_text()
+    assert text.startswith("# ") and len(text) > 20_000
+    assert "\n\n# " in text                       # the second chapter's title follows
+    root = Path(__file__).resolve().parent.parent
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "data/*.md" in data["package-data"]["toykv"]

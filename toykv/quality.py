@@ -6,6 +6,8 @@ A cache that keeps everything gives what one uncached pass gives (the chapter as
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from . import validate
@@ -52,6 +54,12 @@ def next_token_losses(model, token_ids, policy=None, chunk: int = 64, cache=None
     return np.concatenate(losses)
 
 
+def sample_text() -> str:
+    """The prose of the course's chapters 1 and 2 (their markdown cells, joined by blank lines),
+    bundled with toykv so chapter 12 reads the same text in Colab, with no repository beside it."""
+    return (Path(__file__).parent / "data" / "sample_text.md").read_text(encoding="utf-8")
+
+
 def perplexity(losses) -> float:
     """exp(mean loss): the number of equally likely tokens the model is as unsure as."""
     losses = np.asarray(losses, dtype=np.float64)
@@ -71,4 +79,4 @@ def attention_share(cache, first: int = 4) -> np.ndarray:
                      for layer in cache.layers])
 
 
-__all__ = ["token_losses", "next_token_losses", "perplexity", "attention_share"]
+__all__ = ["token_losses", "next_token_losses", "perplexity", "attention_share", "sample_text"]
