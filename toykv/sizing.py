@@ -226,5 +226,6 @@ def max_tokens_per_second(bandwidth_bytes_per_s, bytes_per_step) -> float:
 
 
 __all__ = ["kv_layer_groups", "kv_projection_params", "kv_values_per_token",
-           "kv_bytes_per_token", "kv_cache_bytes", "param_count", "weight_bytes", "model_parts", "weight_bytes_read", "decode_step_bytes", "kv_share",
+           "kv_bytes_per_token", "kv_cache_bytes", "param_count", "weight_bytes", "model_parts",
+           "weight_bytes_read", "decode_step_bytes", "kv_share",
            "relative_decode_speed", "max_tokens_per_second", "sequences_that_fit"]
