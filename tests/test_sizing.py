@@ -7,8 +7,8 @@ import pytest
 
 from toykv import ModelConfig, ToyTransformer, source_toy, zoo
 from toykv.sizing import (decode_step_bytes, kv_bytes_per_token, kv_cache_bytes, kv_share,
-                          kv_values_per_token, max_tokens_per_second, param_count,
-                          relative_decode_speed, weight_bytes, weight_bytes_read)
+                          kv_projection_params, kv_values_per_token, max_tokens_per_second,
+                          param_count, relative_decode_speed, weight_bytes, weight_bytes_read)
 
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 SEVEN_B = ModelConfig(vocab_size=32000, d_model=4096, n_layers=32, n_heads=32, d_ff=11008)
@@ -341,3 +341,60 @@ def test_sequences_that_fit_refuses_bad_input():
         args = dict(model=source_toy(), tokens=10, memory_bytes=10**9) | kwargs
         with pytest.raises(ValueError, match=name):
             sequences_that_fit(**args)
+
+
+# -- cross-layer KV sharing (brandon2024cla): counts worked out by hand from the shapes --------
+def test_kv_sharing_counts_only_the_layers_that_store():
+    llama = zoo.get("llama-3.1-8b").config             # 32 layers, 8 KV heads of 128
+    assert kv_bytes_per_token(llama, kv_sharing=2) == 2 * 16 * 8 * 128 * 2 == 65_536
+    assert kv_bytes_per_token(llama, kv_sharing=3) == 2 * 11 * 8 * 128 * 2   # ceil(32 / 3)
+    assert kv_bytes_per_token(llama, kv_sharing=32) == 2 * 1 * 8 * 128 * 2
+    assert kv_cache_bytes(llama, 8192, batch=16, kv_sharing=2) == 17_179_869_184 // 2
+    v2 = zoo.get("deepseek-v2").config                  # 60 MLA layers, 512 + 64 values
+    assert kv_values_per_token(v2, kv_sharing=2) == 30 * 576
+    assert kv_cache_bytes(v2, 10, bytes_per_value=1, scale_bytes=4, kv_sharing=4) == \
+        15 * 10 * (576 + 4 * 2)                         # int8: a scale per latent, per rotary key
+
+
+def test_kv_sharing_pairs_layers_of_the_same_kind():
+    gemma = zoo.get("gemma-3-27b").config               # 52 local (1024), 10 global layers
+    per_layer = 2 * 16 * 128 * 2                        # bf16 bytes per token and layer
+    S = 131_072
+    assert kv_cache_bytes(gemma, S, kv_sharing=2) == (26 * 1024 + 5 * S) * per_layer
+    assert kv_cache_bytes(gemma, S, kv_sharing=5) == (11 * 1024 + 2 * S) * per_layer
+    nxt = zoo.get("qwen3-next-80b-a3b").config          # 12 full layers, 36 linear states
+    state = kv_cache_bytes(nxt, 0)
+    assert kv_cache_bytes(nxt, 1000, kv_sharing=2) == state + 6 * 1000 * 2 * 2 * 256 * 2
+
+
+def test_kv_sharing_drops_the_reusing_layers_kv_projections():
+    llama8 = zoo.get("llama-3.1-8b")
+    dropped = 16 * 2 * 4096 * 1024                      # wk and wv of 16 reusing layers
+    plain, shared = (decode_step_bytes(llama8, 131_072, kv_sharing=s) for s in (1, 2))
+    assert plain["weights"] - shared["weights"] == 2 * dropped      # bf16
+    assert shared["kv"] * 2 == plain["kv"]
+    assert shared["share"] == shared["kv"] / (shared["kv"] + shared["weights"])
+    assert kv_share(llama8, 131_072, kv_sharing=2) == shared["share"]
+    active = decode_step_bytes(llama8, 10, weights="active", kv_sharing=2)["weights"]
+    assert active == 2 * (llama8.active_params - dropped)
+    v2 = zoo.get("deepseek-v2").config
+    assert kv_projection_params(v2, 2) == 30 * (5120 * 576 + 512)  # W_DKV and the latent's norm
+    assert kv_projection_params(v2, 1) == 0
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "gemma-3-27b", "deepseek-v2", "gpt-oss-120b",
+                                  "qwen3-next-80b-a3b"])
+def test_kv_sharing_one_is_no_sharing(name):
+    model = zoo.get(name)
+    assert kv_bytes_per_token(model.config, kv_sharing=1) == kv_bytes_per_token(model.config)
+    assert decode_step_bytes(model, 4096, kv_sharing=1) == decode_step_bytes(model, 4096)
+    assert relative_decode_speed(model, 4096, kv_sharing=1) == relative_decode_speed(model, 4096)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, True, "2", None, 33])
+def test_kv_sharing_bad_values_are_refused(bad):
+    llama = zoo.get("llama-3.1-8b")
+    with pytest.raises(ValueError, match="kv_sharing"):
+        kv_bytes_per_token(llama.config, kv_sharing=bad)
+    with pytest.raises(ValueError, match="kv_sharing"):
+        kv_share(llama, 1000, kv_sharing=bad)

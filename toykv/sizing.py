@@ -5,8 +5,12 @@ For MHA/GQA/MQA the cache of B sequences of S tokens holds M_KV = 2 L H_kv d_h S
 per token and layer (deepseek2024v2, Table 1). Sliding layers stop at w = sliding_window
 tokens; linear-attention layers hold a fixed state. Each layer says what it holds and weighs
 (toykv.layers: config.layers); this module adds them up. Every count is an exact Python int.
+kv_sharing = s > 1 sizes cross-layer KV sharing (brandon2024cla, characterai2024inference):
+of each kind's layers, one in s stores K and V and the next s - 1 reuse them.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -24,34 +28,62 @@ def _whole(count, size, what):
     return int(total)
 
 
-# -- per-token and whole-cache sizes ---------------------------------------------
-def kv_values_per_token(config: ModelConfig) -> int:
-    """Values one token adds to the cache, summed over the layers whose cache grows (full, sliding)."""
+# -- cross-layer KV sharing --------------------------------------------------------------
+# the weights that make a layer's cache entries: a layer that reuses another's K and V has none
+KV_PROJECTIONS = {"mha": ("wk", "wv"), "gqa": ("wk", "wv"), "mqa": ("wk", "wv"),
+                  "mla": ("w_dkv", "kv_norm")}
+
+
+def kv_layer_groups(config: ModelConfig, kv_sharing=1) -> list[tuple]:
+    """(spec, layers that store their own cache) per distinct layer of config. With
+    kv_sharing = s, a kind's layers in order are taken s at a time: the first stores K and V,
+    the other s - 1 attend to them (CLA, brandon2024cla), so ceil(n / s) of n layers store.
+    Linear-attention layers keep their own state. s = 1: every layer stores (no sharing)."""
     check_config(config)
-    return sum(n * spec.values_per_token for spec, n in config.layer_groups)
+    s = validate.count("kv_sharing", kv_sharing, 1, config.n_layers)
+    return [(spec, n if spec.kind == "linear" else math.ceil(n / s))
+            for spec, n in config.layer_groups]
 
 
-def kv_bytes_per_token(config: ModelConfig, bytes_per_value=2) -> int:
+def kv_projection_params(config: ModelConfig, kv_sharing=1) -> int:
+    """Parameters that cross-layer sharing removes: the K/V projections (MLA: the latent's
+    down-projection and norm) of every layer that reuses another layer's cache."""
+    stores = dict(kv_layer_groups(config, kv_sharing))
+    return sum((n - stores[spec]) * math.prod(spec.weight_shapes[name])
+               for spec, n in config.layer_groups if spec.kind != "linear"
+               for name in KV_PROJECTIONS[spec.attention])
+
+
+# -- per-token and whole-cache sizes ---------------------------------------------
+def kv_values_per_token(config: ModelConfig, kv_sharing=1) -> int:
+    """Values one token adds to the cache, summed over the layers whose cache grows (full,
+    sliding) and that store their own (kv_sharing: kv_layer_groups)."""
+    return sum(n * spec.values_per_token for spec, n in kv_layer_groups(config, kv_sharing))
+
+
+def kv_bytes_per_token(config: ModelConfig, bytes_per_value=2, kv_sharing=1) -> int:
     """Bytes one token adds to the cache: kv_values_per_token x b (b = bytes_per_value)."""
     size = validate.exact_number("bytes_per_value", bytes_per_value)
-    return _whole(kv_values_per_token(config), size, "kv_bytes_per_token")
+    return _whole(kv_values_per_token(config, kv_sharing), size, "kv_bytes_per_token")
 
 
-def kv_cache_bytes(config: ModelConfig, tokens, batch=1, bytes_per_value=2, scale_bytes=0) -> int:
+def kv_cache_bytes(config: ModelConfig, tokens, batch=1, bytes_per_value=2, scale_bytes=0,
+                   kv_sharing=1) -> int:
     """M_KV: bytes of the cache for B = `batch` sequences of S = `tokens` tokens each.
 
     MHA/GQA/MQA with every layer full: 2 L H_kv d_h S b B, b = bytes_per_value. Sliding layers
     store min(S, w) tokens, linear layers a fixed state of linear_state_values values, MLA
     layers r + d_h^R values per token. scale_bytes > 0 adds one scale of that many bytes per
-    stored token, layer and K/V head (int8 caches keep a float32 scale: 4).
+    stored token, layer and K/V head (int8 caches keep a float32 scale: 4). kv_sharing = s:
+    only the layers that store their own cache count (kv_layer_groups; L becomes L / s).
     """
-    check_config(config)
+    groups = kv_layer_groups(config, kv_sharing)
     tokens = validate.count("tokens", tokens, 0)
     batch = validate.count("batch", batch, 1)
     size = validate.exact_number("bytes_per_value", bytes_per_value)
     scale = validate.exact_number("scale_bytes", scale_bytes, allow_zero=True)
-    values = sum(n * spec.cache_values(tokens) for spec, n in config.layer_groups)
-    scales = sum(n * spec.cache_scales(tokens) for spec, n in config.layer_groups)
+    values = sum(n * spec.cache_values(tokens) for spec, n in groups)
+    scales = sum(n * spec.cache_scales(tokens) for spec, n in groups)
     per_sequence = _whole(values, size, "kv_cache_bytes") + _whole(scales, scale, "scale bytes")
     return batch * per_sequence
 
@@ -110,44 +142,50 @@ def weight_bytes_read(model, bytes_per_param=2, batch=1) -> int:
     return weight_bytes(params, bytes_per_param)
 
 
-def _step_weights(model, bytes_per_param, batch, weights: str) -> int:
-    """Weight bytes of a decode step by `weights`: 'read' (the rule) or 'active' (all)."""
+def _step_weights(model, bytes_per_param, batch, weights: str, kv_sharing=1) -> int:
+    """Weight bytes of a decode step by `weights`: 'read' (the rule) or 'active' (all), less
+    the K/V projections that cross-layer sharing removes (kv_projection_params)."""
     validate.choice("weights", weights, WEIGHT_RULES)
+    dropped = kv_projection_params(model_parts(model)[0], kv_sharing)
     if weights == "read":
-        return weight_bytes_read(model, bytes_per_param, batch)
-    validate.count("batch", batch, 1)
-    return weight_bytes(model_parts(model)[1], bytes_per_param)
+        total = weight_bytes_read(model, bytes_per_param, batch)
+    else:
+        validate.count("batch", batch, 1)
+        total = weight_bytes(model_parts(model)[1], bytes_per_param)
+    return total - weight_bytes(dropped, bytes_per_param)
 
 
 def decode_step_bytes(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
-                      scale_bytes=0, weights: str = "read") -> dict:
+                      scale_bytes=0, weights: str = "read", kv_sharing=1) -> dict:
     """Bytes one decode step reads at `tokens` of context per sequence, for `batch` sequences:
     {'weights': read once for the batch, 'kv': every sequence's cache held, 'total', 'share':
     kv / total}. Exact integers, except the share.
 
     weights='read' is the course's rule (weight_bytes_read); weights='active' counts every
     active parameter, an untied input embedding whole: the convention of source_essay_kv_share.
+    kv_sharing = s > 1: cross-layer KV sharing, fewer layers' caches and K/V projections.
     """
     config, _ = model_parts(model)
-    w = _step_weights(model, bytes_per_param, batch, weights)
-    kv = kv_cache_bytes(config, tokens, batch, bytes_per_value, scale_bytes)
+    w = _step_weights(model, bytes_per_param, batch, weights, kv_sharing)
+    kv = kv_cache_bytes(config, tokens, batch, bytes_per_value, scale_bytes, kv_sharing)
     return {"weights": w, "kv": kv, "total": w + kv, "share": kv / (w + kv) if w + kv else 0.0}
 
 
 # -- the KV share of a decode step -------------------------------------------------
 def kv_share(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
-             weights: str = "read"):
+             weights: str = "read", kv_sharing=1):
     """KV bytes / (KV bytes + weight bytes) read by one decode step (decode_step_bytes).
 
     The weights are read once per step for the whole batch; every sequence's cache is read.
     tokens: an int (returns a float), or an array, list or tuple of ints (returns an array of
     the same shape). weights='active': the source essay's convention (decode_step_bytes).
+    kv_sharing: cross-layer KV sharing, as in decode_step_bytes.
     """
     config, _ = model_parts(model)
-    w = _step_weights(model, bytes_per_param, batch, weights)
+    w = _step_weights(model, bytes_per_param, batch, weights, kv_sharing)
 
     def share(n):
-        kv = kv_cache_bytes(config, n, batch, bytes_per_value)
+        kv = kv_cache_bytes(config, n, batch, bytes_per_value, kv_sharing=kv_sharing)
         return kv / (kv + w) if kv + w else 0.0
 
     if isinstance(tokens, (np.ndarray, list, tuple)):      # many contexts: as many shares
@@ -160,9 +198,10 @@ def kv_share(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
 
 
 def relative_decode_speed(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
-                          weights: str = "read"):
+                          weights: str = "read", kv_sharing=1):
     """Decode speed relative to an empty cache when bandwidth bound: 1 - kv_share."""
-    return 1 - kv_share(model, tokens, batch, bytes_per_value, bytes_per_param, weights)
+    return 1 - kv_share(model, tokens, batch, bytes_per_value, bytes_per_param, weights,
+                        kv_sharing)
 
 
 def sequences_that_fit(model, tokens, memory_bytes, bytes_per_value=2, bytes_per_param=2) -> int:
@@ -186,6 +225,7 @@ def max_tokens_per_second(bandwidth_bytes_per_s, bytes_per_step) -> float:
     return float(bandwidth / step)
 
 
-__all__ = ["kv_values_per_token", "kv_bytes_per_token", "kv_cache_bytes", "param_count",
-           "weight_bytes", "model_parts", "weight_bytes_read", "decode_step_bytes", "kv_share",
+__all__ = ["kv_layer_groups", "kv_projection_params", "kv_values_per_token",
+           "kv_bytes_per_token", "kv_cache_bytes", "param_count", "weight_bytes", "model_parts",
+           "weight_bytes_read", "decode_step_bytes", "kv_share",
            "relative_decode_speed", "max_tokens_per_second", "sequences_that_fit"]

@@ -12,7 +12,7 @@ from .ch3 import ch3_ex2, ch3_ex3
 from .ch4 import ch4_ex1, ch4_ex2, ch4_ex3, ch4_ex4, ch4_ex5
 from .ch5 import ch5_ex1, ch5_ex2, ch5_ex3, ch5_ex4
 from .ch6 import ch6_ex1, ch6_ex2, ch6_ex3, ch6_ex4
-from .ch7 import ch7_ex1, ch7_ex2, ch7_ex3, ch7_ex4
+from .ch7 import ch7_ex1, ch7_ex2, ch7_ex3, ch7_ex4, ch7_ex5, ch7_ex6
 from .ch8 import ch8_ex1, ch8_ex2, ch8_ex3, ch8_ex4
 from .ch9 import ch9_ex1, ch9_ex2, ch9_ex3, ch9_ex4
 from .ch10 import ch10_ex1, ch10_ex2, ch10_ex3, ch10_ex4
@@ -26,7 +26,7 @@ __all__ = ["Verdict", "answer_check", "NOT_ANSWERED",
            "ch4_ex1", "ch4_ex2", "ch4_ex3", "ch4_ex4", "ch4_ex5",
            "ch5_ex1", "ch5_ex2", "ch5_ex3", "ch5_ex4",
            "ch6_ex1", "ch6_ex2", "ch6_ex3", "ch6_ex4",
-           "ch7_ex1", "ch7_ex2", "ch7_ex3", "ch7_ex4",
+           "ch7_ex1", "ch7_ex2", "ch7_ex3", "ch7_ex4", "ch7_ex5", "ch7_ex6",
            "ch8_ex1", "ch8_ex2", "ch8_ex3", "ch8_ex4",
            "ch9_ex1", "ch9_ex2", "ch9_ex3", "ch9_ex4",
            "ch10_ex1", "ch10_ex2", "ch10_ex3", "ch10_ex4",

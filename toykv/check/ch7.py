@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from ..config import ModelConfig
 from ..flops import cached_step_flops
+from ..model import ToyTransformer, apply_rope
 from ..sizing import kv_bytes_per_token, kv_cache_bytes
 from ..zoo import get
-from ._core import answer_check
+from ._core import _say, answer_check, describe, plain
 
 
 def _ex1_config():
@@ -71,7 +74,8 @@ def ch7_ex3(answer):
                        f"local ones ({n_global} x {expected - 1:,} <= {n_local} x {w:,})."),
         (5 * w, "that assumes 5 local layers per global one exactly; count the layers: layers "
                 "5, 11, ..., 59 are global."),
-        ((c.n_layers - 11) * w // 11 + 1, "62 layers hold 10 global ones (5, 11, ..., 59), not 11."),
+        ((c.n_layers - 11) * w // 11 + 1,
+         "62 layers hold 10 global ones (5, 11, ..., 59), not 11."),
         (w, "the window is where the local layers stop growing, not where the global ones pass "
             "them."),
     ]
@@ -86,12 +90,180 @@ def ch7_ex4(answer):
                     for absorb in (False, True)}
     expected = per_position[False] / per_position[True]
     hints = [
-        (c.head_dim, "that is the hand value d_h; toykv also counts the scores both forms share "
-                     "(use the difference of flops.cached_step_flops at two contexts)."),
+        (c.head_dim, "that is the hand value d_h; toykv also counts the scores: the rotary ones "
+                     "(2 H d_h^R) in both forms, the non-rotary ones (4 H d_h) in the expanded "
+                     "form (use the difference of flops.cached_step_flops at two contexts)."),
         (1 / expected, "that is absorbed / expanded; the question asks expanded / absorbed."),
     ]
     return answer_check(answer, expected, hints, rel=0.01,
                         what="a ratio (a number)")
 
 
-__all__ = ["ch7_ex1", "ch7_ex2", "ch7_ex3", "ch7_ex4"]
+# -- exercise 5: the absorbed MLA step, run against toykv's own MLA layer ---------------------
+MLA_TOY = ModelConfig(vocab_size=64, d_model=64, n_layers=1, n_heads=4, head_dim=16, d_ff=64,
+                      attention="mla", kv_lora_rank=32, rope_head_dim=8, max_seq_len=64)
+
+
+def _mla_cases():
+    """Inputs of one decode step of toykv's expanded MLA layer, and its output: for prompts of
+    5 and 11 tokens, (q_nope [H, d_h], q_rope [H, d_h^R], c_kv [S, r], k_rope [S, d_h^R], w_uk,
+    w_uv [r, H d_h], w_o [H d_h, D], toykv's output [D]), the new token's entries included."""
+    c = MLA_TOY
+    H, hd, rd = c.n_heads, c.head_dim, c.rope_head_dim
+    model = ToyTransformer(c, seed=7, absorb=False)
+    layer, rng, cases = model.layers[0], np.random.default_rng(7), []
+    for n in (5, 11):
+        cache = model.new_cache()
+        model.forward([int(t) for t in rng.integers(0, c.vocab_size, n)], cache)
+        h = rng.standard_normal((1, c.d_model)).astype(np.float32)        # the new token
+        positions = np.array([n])
+        out = model.mla_attention(h, layer, 0, positions, cache)[0]       # [D], toykv's
+        cache.advance(1)                                   # keep the new token's entries
+        q = (h @ layer["wq"]).reshape(H, 1, hd + rd)                     # [H, 1, d_h + d_h^R]
+        cos, sin = model.rope(positions)                                 # [1, d_h^R]
+        q_rope = apply_rope(q[..., hd:], cos, sin)[:, 0]                 # [H, d_h^R]
+        cases.append((q[:, 0, :hd], q_rope, np.array(cache.stored(0, "c_kv")),
+                      np.array(cache.stored(0, "k_rope")), np.array(layer["w_uk"]),
+                      np.array(layer["w_uv"]), np.array(layer["wo"]), out))
+    return cases
+
+
+def _expanded(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, mistake=None):
+    """One query's MLA attention the expanded way, [H, d_h]; `mistake` makes a typical bug."""
+    H, rd = q_rope.shape
+    hd = q_nope.shape[1]
+    order = "C" if mistake != "layout" else "F"               # head h: columns h d_h..(h+1) d_h
+    k = (c_kv @ w_uk).reshape(-1, H, hd, order=order)         # [S, H, d_h]
+    v = (c_kv @ w_uv).reshape(-1, H, hd, order=order)
+    scores = np.einsum("hd,shd->hs", q_nope, k)               # [H, S]
+    if mistake != "no rope":
+        scores = scores + q_rope @ k_rope.T
+    scores = scores / np.sqrt(hd if mistake == "scale" else hd + rd)
+    axis = 0 if mistake == "heads" else 1
+    p = np.exp(scores - scores.max(axis=axis, keepdims=True))
+    p /= p.sum(axis=axis, keepdims=True)
+    return np.einsum("hs,shd->hd", p, v)                      # [H, d_h]
+
+
+MLA_MISTAKES = ("no rope", "scale", "heads", "layout")
+
+
+def ch7_ex5(answer):
+    """answer: your absorbed_attention(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv) function, run
+    on decode steps of toykv's MLA layer and compared with what the layer itself computes."""
+    if answer is None or answer is Ellipsis:
+        return answer_check(answer, "right")
+    if not callable(answer):
+        return _say(False, "Not right yet: answer should be your absorbed_attention function "
+                           f"itself (answer = absorbed_attention), got {describe(plain(answer))}.")
+    outcome = "right"
+    for q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, w_o, out in _mla_cases():
+        H, hd = q_nope.shape
+        try:
+            got = np.asarray(answer(q_nope.copy(), q_rope.copy(), c_kv.copy(), k_rope.copy(),
+                                    w_uk.copy(), w_uv.copy()), dtype=np.float64)
+        except Exception as err:                              # noqa: BLE001 - the student's code
+            return _say(False, f"Not right yet: absorbed_attention raised {type(err).__name__}: "
+                               f"{err}")
+        if got.shape == (H, w_uk.shape[0]):
+            outcome = "latent"
+            break
+        if got.shape != (H, hd):
+            return _say(False, f"Not right yet: give one output per head, shape (H, d_h) = "
+                               f"{(H, hd)}, got shape {got.shape}.")
+        if np.abs(got.reshape(-1) @ w_o - out).max() <= 1e-4 * np.abs(out).max():
+            continue                                          # toykv's own layer agrees
+        close = lambda ref: np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
+        outcome = next((m for m in MLA_MISTAKES
+                        if close(_expanded(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, m))), "other")
+        break
+    return answer_check(outcome, "right", hints=[
+        ("latent", "that is the weighted sum of latents, [H, r]: multiply each head's by its "
+                   "W_UV^(h) (r x d_h) to get its output."),
+        ("no rope", "the score also has a rotary part: add q_rope . k_rope for every position "
+                    "(one rotary key, shared by every head)."),
+        ("scale", "the scores are scaled by 1 / sqrt(d_h + d_h^R): a query has both parts."),
+        ("heads", "each head's softmax runs over the positions (one distribution per head), not "
+                  "over the heads."),
+        ("layout", "head h's columns of W_UK and W_UV are h*d_h to (h+1)*d_h: reshape them to "
+                   "(r, H, d_h), not (r, d_h, H)."),
+        ("other", "for each head: q_lat = W_UK^(h) q_nope^(h) (r values), scores = c_kv q_lat + "
+                  "k_rope q_rope^(h), softmax of the scaled scores, then (p c_kv) W_UV^(h)."),
+    ])
+
+
+# -- exercise 6: a sliding window's ring buffer, against toykv's own ring ----------------------
+RING_WINDOWS = (1, 3, 4, 8)
+
+
+def _ring_slots(window: int, n_max: int) -> list[list[int]]:
+    """toykv's ring: after each of n = 1..n_max tokens, the position each slot holds, read from
+    a SlidingLayer whose keys are their positions (+ 1, so an empty slot shows as -1)."""
+    c = ModelConfig(vocab_size=8, d_model=8, n_layers=1, n_heads=2, n_kv_heads=1, d_ff=8,
+                    sliding_window=window, max_seq_len=n_max + 1)
+    cache, seen = ToyTransformer(c).new_cache(), []
+    for p in range(n_max):
+        x = np.full((1, 1, c.head_dim), p + 1, np.float32)   # [T, H_kv, d_h]
+        cache.update(0, k=x, v=x)
+        cache.advance(1)
+        slots = cache.layers[0]["k"][:, 0, 0].astype(int) - 1          # [slots]
+        seen.append([int(s) for s in slots[:min(p + 1, window)]])
+    return seen
+
+
+def _in_use(n: int, w: int) -> list[int]:
+    """The slots of a ring of w in use after n tokens, 0 first (it is full from n = w on)."""
+    return list(range(min(n, w)))
+
+
+RING_MISTAKES = {          # typical wrong answers, from the slots in use and the window
+    "time order": lambda n, w: list(range(max(0, n - w), n)),
+    "from one": lambda n, w: [n - ((n - 1 - s) % w) for s in _in_use(n, w)],
+    "not full": lambda n, w: [n - 1 - ((n - 1 - s) % w) for s in range(w)],
+}
+
+
+def ch7_ex6(answer):
+    """answer: your ring_positions(n_seen, window) function (the position each slot of a window
+    ring holds after n_seen tokens), compared with toykv's own sliding-window cache."""
+    if answer is None or answer is Ellipsis:
+        return answer_check(answer, "right")
+    if not callable(answer):
+        return _say(False, "Not right yet: answer should be your ring_positions function itself "
+                           f"(answer = ring_positions), got {describe(plain(answer))}.")
+    try:
+        answer(5, 4)
+    except Exception as err:                                  # noqa: BLE001 - the student's code
+        return _say(False, f"Not right yet: ring_positions(5, 4) raised "
+                           f"{type(err).__name__}: {err}")
+    cases = [(n, w, tuple(slots)) for w in RING_WINDOWS
+             for n, slots in enumerate(_ring_slots(w, 3 * w + 2), start=1)]
+    got = {}
+    for n, w, _ in cases:
+        try:
+            got[n, w] = tuple(int(p) for p in np.asarray(answer(n, w)).reshape(-1))
+        except Exception:                                     # noqa: BLE001 - the student's code
+            got[n, w] = None
+    if all(got[n, w] == slots for n, w, slots in cases):      # toykv's own ring agrees
+        outcome = "right"
+    else:
+        outcome = next((name for name, rule in RING_MISTAKES.items()
+                        if all(got[n, w] == tuple(rule(n, w)) for n, w, _ in cases)), "other")
+        if outcome == "other" and all(got[n, w] is not None and len(got[n, w]) == min(n, w)
+                                      for n, w, _ in cases):
+            outcome = "other, right length"
+    return answer_check(outcome, "right", hints=[
+        ("time order", "those are the right positions, oldest first; a ring writes position p "
+                       "into slot p % w, so once it has wrapped slot 0 need not hold the oldest."),
+        ("from one", "after n_seen tokens the newest position is n_seen - 1 (positions count "
+                     "from 0): the window holds n_seen - w to n_seen - 1."),
+        ("not full", "before the ring is full it has only n_seen slots in use: give "
+                     "min(n_seen, window) positions."),
+        ("other, right length", "slot s holds the latest position p < n_seen with p % window "
+                                "== s."),
+        ("other", "give one position per slot in use, min(n_seen, window) of them, slot 0 "
+                  "first: slot s holds the latest position p < n_seen with p % window == s."),
+    ])
+
+
+__all__ = ["ch7_ex1", "ch7_ex2", "ch7_ex3", "ch7_ex4", "ch7_ex5", "ch7_ex6"]
