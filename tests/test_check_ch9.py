@@ -6,6 +6,7 @@ Expected values are hand products of SmolLM2-135M's published shapes (30 layers,
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from toykv import check
@@ -50,7 +51,8 @@ def q4_ratio(tokens):
 
 EX4 = q4_ratio(1024)
 
-CHECKS = [check.ch9_ex1, check.ch9_ex2, check.ch9_ex3, check.ch9_ex4]
+CHECKS = [check.ch9_ex1, check.ch9_ex2, check.ch9_ex3, check.ch9_ex4, check.ch9_ex5,
+          check.ch9_ex6]
 
 
 @pytest.mark.parametrize("fn", CHECKS)
@@ -86,6 +88,8 @@ def test_ex2(capsys):
 def test_ex3(capsys):
     assert_right(check.ch9_ex3, EX3, capsys)
     assert_right(check.ch9_ex3, EX3_HAND, capsys)        # the token count is close enough
+    for shown in (7.0, 7.06):                            # the values the solution prints
+        assert_right(check.ch9_ex3, shown, capsys)
     assert_hint(check.ch9_ex3, pass_flops(1020, 1020) / pass_flops(20, 1020),
                 "one request's saving", capsys)
     assert_hint(check.ch9_ex3, 1 / EX3, "with / without", capsys)
@@ -95,6 +99,7 @@ def test_ex3(capsys):
 def test_ex4(capsys):
     assert 4.4 < EX4 < 4.5
     assert_right(check.ch9_ex4, EX4, capsys)
+    assert_right(check.ch9_ex4, 4.5, capsys)             # as the solution rounds it
     assert_hint(check.ch9_ex4, 6.4, "weights alone", capsys)
     assert_hint(check.ch9_ex4, q4_ratio(8192), "8,192", capsys)
     assert_hint(check.ch9_ex4, 1 / EX4, "new bound over the old", capsys)
@@ -104,3 +109,87 @@ def test_ex4(capsys):
 def test_a_string_is_not_an_answer(fn, capsys):
     assert not fn("654")
     assert said(capsys).startswith("Not right yet:")
+
+
+# ex5: keys quantized per channel, written here by hand (min-max, 2^b - 1 steps, rint)
+def per_channel(k, bits):
+    lo, hi = k.min(axis=0), k.max(axis=0)
+    s = (hi - lo) / (2**bits - 1)
+    return np.rint((k - lo) / s) * s + lo
+
+
+def per_row(k, bits):
+    lo, hi = k.min(axis=1, keepdims=True), k.max(axis=1, keepdims=True)
+    s = (hi - lo) / (2**bits - 1)
+    with np.errstate(invalid="ignore"):          # the student's code may divide 0 by 0
+        return np.rint((k - lo) / s) * s + lo
+
+
+def test_ex5(capsys):
+    assert_right(check.ch9_ex5, per_channel, capsys)
+    assert_hint(check.ch9_ex5, per_row, "per token", capsys)
+    assert_hint(check.ch9_ex5, lambda k, b: np.clip(
+        np.rint((k - k.min(0)) / ((k.max(0) - k.min(0)) / 2**b)), 0, 2**b - 1)
+        * (k.max(0) - k.min(0)) / 2**b + k.min(0), "2^b - 1 steps", capsys)
+    assert_hint(check.ch9_ex5, lambda k, b: np.floor(
+        (k - k.min(0)) / ((k.max(0) - k.min(0)) / (2**b - 1)))
+        * (k.max(0) - k.min(0)) / (2**b - 1) + k.min(0), "np.rint", capsys)
+    assert_hint(check.ch9_ex5, lambda k, b: np.rint(
+        k / (np.abs(k).max(0) / (2**(b - 1) - 1))) * np.abs(k).max(0) / (2**(b - 1) - 1),
+        "symmetric", capsys)
+    assert_hint(check.ch9_ex5, lambda k, b: np.rint(
+        (k - k.min(0)) / ((k.max(0) - k.min(0)) / (2**b - 1))), "integer codes", capsys)
+    assert_hint(check.ch9_ex5, lambda k, b: k, "Not right yet", capsys)     # no quantization
+    assert not check.ch9_ex5(lambda k, b: k[:3])
+    assert "shape" in said(capsys)
+    assert not check.ch9_ex5(lambda k, b: 1 / 0)
+    assert "ZeroDivisionError" in said(capsys)
+    assert not check.ch9_ex5(np.zeros((4, 4)))                          # a value, not a function
+    assert "quantize_keys function" in said(capsys)
+
+
+# ex6: a prefix's cache reused by hand: copy it, feed the question, then one token a step
+def answer_after(model, prefix_cache, question_ids, n):
+    cache = prefix_cache.copy()
+    logits = model.forward(question_ids, cache)[-1]
+    out = [int(np.argmax(logits))]
+    while len(out) < n:
+        out.append(int(np.argmax(model.forward([out[-1]], cache)[-1])))
+    return out
+
+
+def no_copy(model, prefix_cache, question_ids, n):
+    logits = model.forward(question_ids, prefix_cache)[-1]
+    out = [int(np.argmax(logits))]
+    while len(out) < n:
+        out.append(int(np.argmax(model.forward([out[-1]], prefix_cache)[-1])))
+    return out
+
+
+def test_ex6(capsys):
+    from toykv.check.ch9 import _toy_case
+    assert_right(check.ch9_ex6, answer_after, capsys)
+    assert_hint(check.ch9_ex6, no_copy, "copy", capsys)
+    model, prefix, _ = _toy_case()
+
+    def prefix_twice(model, prefix_cache, question_ids, n):
+        return answer_after(model, prefix_cache, prefix + list(question_ids), n)
+
+    def first_lost(model, prefix_cache, question_ids, n):
+        cache = prefix_cache.copy()
+        token = int(np.argmax(model.forward(question_ids, cache)[-1]))
+        out = []
+        for _ in range(n):
+            token = int(np.argmax(model.forward([token], cache)[-1]))
+            out.append(token)
+        return out
+
+    assert_hint(check.ch9_ex6, prefix_twice, "only the question", capsys)
+    assert_hint(check.ch9_ex6, first_lost, "first new token", capsys)
+    assert_hint(check.ch9_ex6, lambda m, c, q, n: answer_after(m, c, q, n)[:-1],
+                "exactly n tokens", capsys)
+    assert not check.ch9_ex6(lambda m, c, q, n: [0] * n)
+    assert said(capsys).startswith("Not right yet.")
+    assert not check.ch9_ex6(lambda m, c, q, n: m.forward(q, None)[5])   # raises on a shape
+    assert not check.ch9_ex6(42)
+    assert "answer_after function" in said(capsys)

@@ -110,3 +110,25 @@ def test_fit_two_bandwidths_refuses_what_it_cannot_fit():
         fit_two_bandwidths(1e8, kv[::-1], np.array([0.03, 0.02, 0.01]))
     with pytest.raises(ValueError, match="weight_bytes_read"):
         fit_two_bandwidths(0, kv, np.array([0.01, 0.02, 0.03]))
+
+
+def test_compressed_cache_bytes_by_hand():
+    from toykv.longctx import compressed_cache_bytes
+    # two window-only layers, one pooling every 4 tokens, one every 128: S = 1000, w = 128
+    rows = 128 + 128 + (128 + 250) + (128 + 7)
+    assert compressed_cache_bytes([None, None, 4, 128], 1000, 128, 512) == rows * 512 * 2
+    assert compressed_cache_bytes([None], 50, 128, 8, bytes_per_value=4) == 50 * 8 * 4
+    assert compressed_cache_bytes([1], 10, 0, 3) == 10 * 3 * 2       # ratio 1: every token
+    assert compressed_cache_bytes([2], 4, 0, 1, bytes_per_value=0.5) == 1   # 2 rows of 4 bits
+
+
+@pytest.mark.parametrize("args, match", [
+    (([], 10, 4, 8), "ratios"), (([0], 10, 4, 8), "ratio"), (([2.0], 10, 4, 8), "ratio"),
+    (([None], -1, 4, 8), "tokens"), (([None], 10, -4, 8), "window"), (([None], 10, 4, 0),
+                                                                      "row_values"),
+    (([2], 3, 0, 1, 0.5), "whole number of bytes"),
+])
+def test_compressed_cache_bytes_refuses_bad_input(args, match):
+    from toykv.longctx import compressed_cache_bytes
+    with pytest.raises(ValueError, match=match):
+        compressed_cache_bytes(*args)

@@ -6,7 +6,9 @@ model's published maximum context (hypothetical: chapter 8 draws them dashed), a
 crossover_context finds where the share reaches a level (half: cache as costly as weights). depth_model
 rebuilds a dense model with another number of layers, for the layer-depth argument.
 fit_two_bandwidths explains measured step times with one bandwidth for weights and one for
-the cache, where the bandwidth bound assumes a single one.
+the cache, where the bandwidth bound assumes a single one. compressed_cache_bytes sizes a cache
+whose layers keep a raw window plus pooled rows (time-axis compression), for estimates of models
+whose layers toykv does not build.
 """
 from __future__ import annotations
 
@@ -135,5 +137,26 @@ def fit_two_bandwidths(weight_bytes_read, kv_bytes, seconds) -> dict:
             "relative_speed": fitted[0] / fitted}
 
 
-__all__ = ["step_bytes", "share_curve", "crossover_context", "depth_model",
+def compressed_cache_bytes(ratios, tokens: int, window: int, row_values: int,
+                           bytes_per_value=2) -> int:
+    """Bytes of one sequence's cache over layers that each keep the last `window` tokens raw
+    plus one pooled row for every `ratio` tokens of the context (ratio None: the window only),
+    each row `row_values` values: sum of (min(S, w) + S // ratio) x row_values x b."""
+    ratios = list(ratios)
+    if not ratios:
+        raise ValueError("ratios must name at least one layer (a ratio, or None)")
+    ratios = [None if r is None else validate.count("ratio", r, 1) for r in ratios]
+    tokens = validate.count("tokens", tokens, 0)
+    window = validate.count("window", window, 0)
+    row_values = validate.count("row_values", row_values, 1)
+    b = validate.exact_number("bytes_per_value", bytes_per_value)
+    rows = sum(min(tokens, window) + (0 if r is None else tokens // r) for r in ratios)
+    total = rows * row_values * b
+    if total.denominator != 1:
+        raise ValueError(f"{rows} rows of {row_values} values at {bytes_per_value} bytes "
+                         "is not a whole number of bytes")
+    return int(total)
+
+
+__all__ = ["compressed_cache_bytes", "step_bytes", "share_curve", "crossover_context", "depth_model",
            "fit_two_bandwidths"]
