@@ -93,7 +93,8 @@ def test_ex5_typical_mistakes_get_their_hint(capsys):
     for wrong, hint in [(one_max, "one max"), (_ex5(*A100, cache_batch=1)[0], "B x M_KV"),
                         (_ex5(*A100, add=True)[0], "not their sum"), (ms / 1e3, "milliseconds"),
                         (batch / (ms / 1e3), "tokens per second"),
-                        (_ex5(*A100, in_gb=True)[0], "GiB")]:
+                        (_ex5(*A100, in_gb=True)[0], "GiB"),
+                        (1e3 * (batch * kv + 2 * 8.03e9) / A100[2], "products take longer")]:
         assert_hint(ch6_ex5, ("a100-80gb-sxm", wrong), hint, capsys)
 
 

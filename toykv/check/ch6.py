@@ -128,6 +128,7 @@ def _ex5_times(name: str) -> dict:
     return {"serial": 1e3 * both["serial"], "by_hand": by_hand(most), "most": most,
             "overlapped": 1e3 * both["overlapped"], "one_cache": by_hand(most, 1),
             "added": by_hand(most, add=True),
+            "reads": 1e3 * (most * kv + 2 * n) / hw.bandwidth,
             "overlapped_by_hand": 1e3 * max(2 * most * n / hw.peak_flops,
                                             (2 * n + most * kv) / hw.bandwidth),
             "in_gb": by_hand(in_gb) if in_gb != most else None}
@@ -161,6 +162,10 @@ def ch6_ex5(answer):
     one_max = ("that is one max over the whole step (Hardware.min_seconds); the step-time "
                "model adds the cache's time to the weights'.")
     hints = [
+        (t["reads"], "that is the step's bytes over the bandwidth, as one max over the whole "
+                     "step gives: past B_crit the weights' products take longer than their "
+                     "reads, so add the cache's time to the larger of 2 B N / peak and "
+                     "M_W / bandwidth."),
         (t["overlapped"], one_max), (t["overlapped_by_hand"], one_max),
         (t["one_cache"], "every sequence reads its own cache: B x M_KV, not one M_KV."),
         (t["added"], "the weights' reads and products overlap: take the larger of the two, "
