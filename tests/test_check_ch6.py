@@ -4,7 +4,7 @@ import pytest
 
 from check_helpers import assert_hint, assert_right
 from toykv import serving
-from toykv.check import NOT_ANSWERED, ch6_ex1, ch6_ex2, ch6_ex3, ch6_ex4
+from toykv.check import NOT_ANSWERED, ch6_ex1, ch6_ex2, ch6_ex3, ch6_ex4, ch6_ex5
 
 GiB = 2**30
 # official answers, worked out by hand from the exercises' statements
@@ -61,3 +61,48 @@ def test_wrong_types_are_named(capsys):
     assert ch6_ex2(15.0)                                # an integral float is the count
     assert not ch6_ex2(15.5)
     assert "whole number" in capsys.readouterr().out
+
+
+def _ex5(memory_gib, peak, bandwidth, n=8.03e9, cache_batch=None, add=False, in_gb=False):
+    """Exercise 5 by hand: Llama 3.1 8B, bf16, 1,024 tokens, at the batch that fits (ms)."""
+    kv = 2 * 32 * 8 * 128 * 2 * 1024                    # one sequence's cache
+    memory = memory_gib * (10**9 if in_gb else GiB)
+    batch = int((memory - 2 * n) // kv)
+    weights = (2 * batch * n / peak, 2 * n / bandwidth)
+    cache = (batch if cache_batch is None else cache_batch) * kv / bandwidth
+    return 1e3 * (cache + (sum(weights) if add else max(weights))), batch
+
+
+A100 = (80, 312e12, 2039e9)
+L4 = (24, 121e12, 300e9)
+
+
+@pytest.mark.parametrize("name, gpu", [("a100-80gb-sxm", A100), ("l4", L4),
+                                       ("mi300x", (192, 1307.4e12, 5.3e12))])
+def test_ex5_by_hand_passes_on_every_gpu(name, gpu, capsys):
+    ms, _ = _ex5(*gpu)
+    assert_right(ch6_ex5, (name, ms), capsys)
+    assert_right(ch6_ex5, [name, np.float64(round(ms, 1))], capsys)   # rounded, numpy
+    assert not ch6_ex5((name, 1.1 * ms))                               # 10% off
+
+
+def test_ex5_typical_mistakes_get_their_hint(capsys):
+    ms, batch = _ex5(*A100)
+    kv = 2 * 32 * 8 * 128 * 2 * 1024
+    one_max = 1e3 * max(2 * batch * 8.03e9 / A100[1], (2 * 8.03e9 + batch * kv) / A100[2])
+    for wrong, hint in [(one_max, "one max"), (_ex5(*A100, cache_batch=1)[0], "B x M_KV"),
+                        (_ex5(*A100, add=True)[0], "not their sum"), (ms / 1e3, "milliseconds"),
+                        (batch / (ms / 1e3), "tokens per second"),
+                        (_ex5(*A100, in_gb=True)[0], "GiB"),
+                        (1e3 * (batch * kv + 2 * 8.03e9) / A100[2], "products take longer")]:
+        assert_hint(ch6_ex5, ("a100-80gb-sxm", wrong), hint, capsys)
+
+
+def test_ex5_form_and_names(capsys):
+    assert not ch6_ex5(None)
+    assert capsys.readouterr().out.strip() == NOT_ANSWERED
+    for bad, text in [(59.2, "pair"), (("a100", 59.2), "not a preset"),
+                      (("lecture", 1.0), "no memory size"), (("h100-sxm", 28.7), "another"),
+                      (("l4", "82"), "milliseconds")]:
+        assert not ch6_ex5(bad)
+        assert text in capsys.readouterr().out

@@ -5,8 +5,8 @@ from conftest import BASE, VARIANTS, batch_ids, counted
 from conftest import make_model as variant_model
 
 from toykv import ModelConfig, ToyTransformer, decode_steps, source_toy
-from toykv.flops import (cached_step_flops, forward_flops, full_pass_flops, generation_flops,
-                         source_cached_step_flops, source_full_pass_flops)
+from toykv.flops import (attention_flops, cached_step_flops, forward_flops, full_pass_flops,
+                         generation_flops, source_cached_step_flops, source_full_pass_flops)
 
 FLOP_VARIANTS = {**VARIANTS,
                  "head_dim_given": (dict(head_dim=12, n_kv_heads=2, tie_embeddings=False), False)}
@@ -142,3 +142,24 @@ def test_numpy_integers_are_counts_and_zero_new_tokens_is_no_step():
     assert forward_flops(source_toy(), np.int64(3), np.int32(2), batch=np.int64(2)) == \
         forward_flops(source_toy(), 3, 2, batch=2)
     assert generation_flops(source_toy(), 4, 0) == []
+
+
+@pytest.mark.parametrize("changes", [{}, dict(n_kv_heads=2), dict(n_kv_heads=1)])
+@pytest.mark.parametrize("n_new, n_cached, batch", [(1, 0, 1), (1, 30, 1), (8, 0, 1), (3, 5, 4)])
+def test_attention_flops_by_hand(changes, n_new, n_cached, batch):
+    c = ModelConfig(**{**BASE, **changes})
+    keys = n_cached + n_new                      # the held keys and the new ones
+    by_hand = batch * c.n_layers * 4 * c.n_heads * c.head_dim * n_new * keys   # q.k, p.v
+    assert attention_flops(c, n_new, n_cached, batch=batch) == by_hand
+    weights_only = forward_flops(c, n_new, 0, batch=batch) - attention_flops(c, n_new, 0,
+                                                                             batch=batch)
+    assert forward_flops(c, n_new, n_cached, batch=batch) - by_hand == weights_only
+
+
+def test_attention_flops_sliding_and_refusals():
+    c = ModelConfig(**{**BASE, "sliding_window": 4})
+    assert attention_flops(c, 1, 30) == c.n_layers * 4 * c.n_heads * c.head_dim * (4 + 1)
+    for bad in (dict(n_new=0), dict(n_cached=-1), dict(batch=0), dict(absorb="yes")):
+        args = dict(n_new=1, n_cached=0) | bad
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            attention_flops(c, **args)

@@ -283,3 +283,46 @@ def test_presets_hold_memory_in_gib():
 def test_measure_bandwidth_takes_whole_float32_values():
     # the read decode does: a float32 row times a float32 matrix; any whole number of values
     assert rf.measure_bandwidth(nbytes=2**20 + 4, repeats=1) > 0
+
+
+def test_step_seconds_adds_each_parts_bound():
+    # part 1 compute-bound: 2e12 FLOPs at 200 TFLOP/s (10 ms) beat 1 GB at 1 TB/s (1 ms);
+    # part 2 memory-bound: 0.5 TB at 1 TB/s (0.5 s) beat 1 TFLOP (5 ms)
+    assert LECTURE.step_seconds((2e12, 1e9), (1e12, 5e11)) == pytest.approx(0.51, rel=1e-12)
+    assert LECTURE.step_seconds((2e12, 1e9)) == LECTURE.min_seconds(2e12, 1e9)
+    # one max over both parts together is never slower than one after the other
+    assert LECTURE.min_seconds(3e12, 5.01e11) == pytest.approx(0.501, rel=1e-12)
+    for bad in ((), ((1, 2, 3),), (5,)):
+        with pytest.raises(ValueError, match="part"):
+            LECTURE.step_seconds(*bad)
+    with pytest.raises(ValueError, match="flops"):
+        LECTURE.step_seconds((-1, 10))
+
+
+def test_critical_batch_is_the_ridge_in_bf16_and_half_in_int8():
+    h100 = rf.hardware("h100-sxm")
+    assert LECTURE.critical_batch() == 200 and LECTURE.critical_batch(1) == 100
+    assert h100.critical_batch(2) == pytest.approx(989.5 / 3.35, rel=1e-12)
+    assert h100.critical_batch(1) == pytest.approx(989.5 / 3.35 / 2, rel=1e-12)
+    with pytest.raises(ValueError, match="bytes_per_param"):
+        LECTURE.critical_batch(0)
+
+
+def test_attention_intensity_by_hand():
+    from toykv import ModelConfig, zoo
+    base = dict(vocab_size=64, d_model=64, n_layers=2, n_heads=8, d_ff=64, max_seq_len=8192)
+    mha, gqa = ModelConfig(**base), ModelConfig(**base, n_kv_heads=2)      # G = 1 and 4
+    S = 4096
+    # decode: 4 H d_h S FLOPs over b (2 H d_h + 2 H_kv d_h S) bytes, per layer
+    assert rf.attention_intensity(mha, 1, S - 1) == pytest.approx(S / (1 + S), rel=1e-12)
+    assert rf.attention_intensity(gqa, 1, S - 1) == pytest.approx(4 * S / (4 + S), rel=1e-12)
+    # prefill of S: 4 H d_h S^2 FLOPs over b (2 S H d_h + 2 S H_kv d_h): S/2 for MHA
+    assert rf.attention_intensity(mha, S) == pytest.approx(S / 2, rel=1e-12)
+    assert rf.attention_intensity(gqa, S) == pytest.approx(S * 4 / 5, rel=1e-12)
+    assert rf.attention_intensity(mha, S, bytes_per_value=4) == pytest.approx(S / 4, rel=1e-12)
+    assert 0.99 < rf.attention_intensity(zoo.get("llama-2-7b").config, 1, 4095) < 1
+    mla = ModelConfig(**base, attention="mla", kv_lora_rank=16, rope_head_dim=4)
+    with pytest.raises(ValueError, match="MHA, GQA and MQA"):
+        rf.attention_intensity(mla, 1, 10)
+    with pytest.raises(ValueError, match="n_new"):
+        rf.attention_intensity(mha, 0)

@@ -125,3 +125,25 @@ def test_batch_cache_bytes_sums_full_batches():
         serving.batch_cache_bytes(c, [1, 2], 3)
     with pytest.raises(ValueError, match="lengths"):
         serving.batch_cache_bytes(c, [1, 0], 1)
+
+
+def test_decode_step_seconds_both_models_by_hand():
+    from toykv import hardware
+    h100, c = hardware("h100-sxm"), zoo.get("llama-3.1-8b").config
+    S, B = 1024, 520
+    L, H, hd, D = c.n_layers, c.n_heads, c.head_dim, c.d_model
+    kv = B * 2 * L * c.n_kv_heads * hd * S * 2                             # bf16 caches
+    w = 2 * (_matrices(c) + (2 * L + 1) * D + B * D)                      # + B embedding rows
+    w_flops, kv_flops = B * 2 * _matrices(c), B * 4 * L * H * hd * S
+    t = serving.decode_step_seconds(c, h100, S, B)
+    assert t["overlapped"] == pytest.approx(
+        max((w_flops + kv_flops) / h100.peak_flops, (w + kv) / h100.bandwidth), rel=1e-12)
+    # scaling-book's model: B M_KV / beta + max(2 B N / pi, M_W / beta)
+    assert t["serial"] == pytest.approx(kv / h100.bandwidth + max(w_flops / h100.peak_flops,
+                                                                 w / h100.bandwidth), rel=1e-12)
+    assert round(t["overlapped"] * 1e3, 1) == 25.3 and round(t["serial"] * 1e3, 1) == 28.7
+    assert t["serial"] == pytest.approx(t["cache"] + t["weights"], rel=1e-12)
+    one = serving.decode_step_seconds(c, h100, S, 1)                       # batch 1: no gap
+    assert one["serial"] == pytest.approx(one["overlapped"], rel=1e-12)
+    with pytest.raises(ValueError, match="Hardware"):
+        serving.decode_step_seconds(c, "h100-sxm", S, B)

@@ -92,3 +92,20 @@ def source_cached_step_flops(config: ModelConfig, context: int) -> int:
     S = validate.count("context", context, 1)
     L, D, F, V = config.n_layers, config.d_model, config.d_ff, config.vocab_size
     return L * (8 * D**2 + 4 * S * D + 4 * D * F) + 2 * D * V
+
+
+def attention_flops(config: ModelConfig, n_new: int, n_cached: int = 0, absorb: bool = False,
+                    batch: int = 1) -> int:
+    """Attention's own FLOPs in a forward pass (no weight matrix): the n_new queries scored
+    against the keys each layer holds and the values averaged, x batch. The part of
+    forward_flops that grows with the keys (MLA's expanded form: with the keys it rebuilds)."""
+    check_config(config)
+    n_new = validate.count("n_new", n_new, 1)
+    n_cached = validate.count("n_cached", n_cached, 0)
+    validate.flag("absorb", absorb)
+    batch = validate.count("batch", batch, 1)
+    if "linear" in config.layer_kinds:
+        raise ValueError("toykv.flops has no formula for linear-attention layers")
+    keys = ((spec, n, spec.mask_sizes(n_new, n_cached)[0]) for spec, n in config.layer_groups)
+    return batch * sum(n * (spec.flops(n_new, tk, absorb) - spec.flops(n_new, 0, absorb))
+                       for spec, n, tk in keys)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validate
+from .config import check_config
+from .flops import attention_flops
 
 LECTURE_SOURCE = ("source_lecture_memory_bound (references.bib), the lecture on why decode is "
                   "memory-bound: assumed round numbers")
@@ -62,6 +64,25 @@ class Hardware:
         validate.number("flops", flops, allow_minimum=True)
         validate.number("nbytes", nbytes, allow_minimum=True)
         return max(flops / self.peak_flops, nbytes / self.bandwidth)
+
+    def step_seconds(self, *parts) -> float:
+        """Lower bound on a step whose parts run one after another, none overlapping the next:
+        the sum of each part's min_seconds (parts: (flops, nbytes) pairs). With a decode step's
+        cache and weights as the parts this is austin2025scaling's step-time model; min_seconds
+        of the whole step instead assumes the parts overlap perfectly."""
+        if not parts:
+            raise ValueError("step_seconds needs at least one (flops, nbytes) part")
+        for part in parts:
+            if not (isinstance(part, (tuple, list)) and len(part) == 2):
+                raise ValueError(f"each part must be a (flops, nbytes) pair, got {part!r}")
+        return sum(self.min_seconds(flops, nbytes) for flops, nbytes in parts)
+
+    def critical_batch(self, bytes_per_param=2) -> float:
+        """Batch from which a decode step's weight products are compute-bound: B sequences do
+        2 B FLOPs per weight of bytes_per_param bytes, reaching the ridge point at
+        B = ridge_point x bytes_per_param / 2 (the ridge itself in bf16, half of it in int8)."""
+        validate.number("bytes_per_param", bytes_per_param)
+        return self.ridge_point * bytes_per_param / 2
 
     def measured_point(self, flops: float, nbytes: float, seconds: float) -> dict:
         """Where a measured run of `flops` FLOPs moving `nbytes` bytes in `seconds` sits on this
@@ -158,6 +179,27 @@ def decode_intensity(params: int, batch: int = 1, bytes_per_param: float = 2,
     validate.number("bytes_per_param", bytes_per_param)
     validate.number("kv_bytes", kv_bytes, allow_minimum=True)
     return 2 * params * batch / (params * bytes_per_param + kv_bytes)
+
+
+def attention_intensity(config, n_new: int, n_cached: int = 0, bytes_per_value=2) -> float:
+    """FLOPs per byte of attention alone (flops.attention_flops: scores and weighted sums) when
+    its queries and the keys and values it attends to are read once and its outputs written
+    once, b = bytes_per_value each. About G = H / H_kv in decode (n_new=1: each key serves G
+    query heads, so MHA does 1 in bf16); S G / (G + 1) in a prefill of S tokens (S / 2 for MHA),
+    counting every score as toykv.flops does. MHA, GQA and MQA layers only."""
+    config = check_config(config)
+    n_new = validate.count("n_new", n_new, 1)
+    n_cached = validate.count("n_cached", n_cached, 0)
+    size = validate.number("bytes_per_value", bytes_per_value)
+    if any(spec.attention == "mla" or spec.kind == "linear" for spec, _ in config.layer_groups):
+        raise ValueError("attention_intensity counts MHA, GQA and MQA layers only, got "
+                         f"attention={config.attention!r}, layers {sorted(config.layer_kinds)}")
+    values = 0
+    for spec, n in config.layer_groups:
+        keys = spec.mask_sizes(n_new, n_cached)[0]
+        queries_and_outputs = 2 * n_new * spec.n_heads * spec.head_dim        # Q in, O out
+        values += n * (queries_and_outputs + keys * spec.values_per_token)    # + K and V
+    return attention_flops(config, n_new, n_cached) / (size * values)
 
 
 # -- measuring this machine ------------------------------------------------------------
@@ -289,6 +331,6 @@ def _blas_name() -> str:
 
 __all__ = [
     "Hardware", "HARDWARE", "hardware", "matmul_flops", "matmul_bytes", "arithmetic_intensity",
-    "decode_intensity", "timed_runs", "measure_bandwidth",
+    "decode_intensity", "attention_intensity", "timed_runs", "measure_bandwidth",
     "measure_matmul_peak", "this_machine", "describe_machine",
 ]

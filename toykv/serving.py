@@ -20,6 +20,7 @@ from .config import ModelConfig, check_config, decode_toy
 from .flops import cached_step_flops, forward_flops, layer_flops
 from .layers import check_absorb
 from .model import check_model
+from .roofline import Hardware
 from .sizing import kv_cache_bytes, weight_bytes_read
 from .steptime import prefill_time_curve, step_time_curve
 
@@ -57,6 +58,29 @@ def decode_step_split(config: ModelConfig, context: int, batch: int = 1,
     cache = _part(cache_flops, kv_cache_bytes(config, context, batch, bytes_per_value))
     total = _part(weights["flops"] + cache["flops"], weights["bytes"] + cache["bytes"])
     return {"weights": weights, "cache": cache, "total": total}
+
+
+def decode_step_seconds(config: ModelConfig, hw: Hardware, context: int, batch: int = 1,
+                        bytes_per_param=2, bytes_per_value=2, absorb: bool = False) -> dict:
+    """Two lower bounds on one decode step's time on hw, from decode_step_split's two parts.
+
+    'overlapped': hw.min_seconds of the whole step, max(F / pi, M / beta): the cache reads
+    hide under the weights' products and the reverse, as if one kernel did both at once.
+    'serial': the cache's part, then the weights', each at its own bound (hw.step_seconds):
+    B M_KV / beta + max(2 B N / pi, M_W / beta) while attention stays memory-bound, the
+    step-time model of austin2025scaling (the inference chapter). Also 'cache' and 'weights'
+    (each part's bound, seconds) and 'split' (decode_step_split's dict).
+    """
+    if not isinstance(hw, Hardware):
+        raise ValueError(f"hw must be a toykv.roofline.Hardware (e.g. toykv.hardware('h100-sxm'))"
+                         f", got {type(hw).__name__}")
+    split = decode_step_split(config, context, batch, bytes_per_param, bytes_per_value, absorb)
+    parts = {name: (split[name]["flops"], split[name]["bytes"]) for name in ("cache", "weights")}
+    total = split["total"]
+    return {"overlapped": hw.min_seconds(total["flops"], total["bytes"]),
+            "serial": hw.step_seconds(parts["cache"], parts["weights"]),
+            "cache": hw.min_seconds(*parts["cache"]),
+            "weights": hw.min_seconds(*parts["weights"]), "split": split}
 
 
 def _point(flops: int, nbytes: int, seconds: float, tokens: int) -> dict:
@@ -133,5 +157,5 @@ def batch_cache_bytes(config: ModelConfig, lengths, batch: int, bytes_per_value=
     return np.array(totals, dtype=np.int64 if fits else object)
 
 
-__all__ = ["decode_toy", "decode_step_split", "measure_decode", "measure_prefill",
+__all__ = ["decode_toy", "decode_step_split", "decode_step_seconds", "measure_decode", "measure_prefill",
            "request_lengths", "batch_cache_bytes", "MAX_REQUESTS"]

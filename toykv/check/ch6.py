@@ -11,11 +11,11 @@ from dataclasses import replace
 import numpy as np
 
 from ..flops import full_pass_flops
-from ..roofline import hardware
-from ..serving import batch_cache_bytes, request_lengths
-from ..sizing import sequences_that_fit, weight_bytes
+from ..roofline import HARDWARE, hardware
+from ..serving import batch_cache_bytes, decode_step_seconds, request_lengths
+from ..sizing import kv_cache_bytes, sequences_that_fit, weight_bytes
 from ..zoo import get
-from ._core import answer_check
+from ._core import NOT_ANSWERED, Verdict, answer_check, describe, plain
 
 GiB = 2**30
 MIX = dict(n=20_000, median=1000, max_len=8192, sigma=1.0, seed=0)
@@ -106,4 +106,80 @@ def ch6_ex4(answer):
                         what="a pair (batch, fraction of batches out of memory)")
 
 
-__all__ = ["ch6_ex1", "ch6_ex2", "ch6_ex3", "ch6_ex4"]
+EX5_CONTEXT = 1024
+GPUS_WITH_MEMORY = tuple(name for name, hw in HARDWARE.items() if hw.memory_bytes is not None)
+
+
+def _ex5_times(name: str) -> dict:
+    """Step times (ms) at the memory ceiling of Llama 3.1 8B, bf16, S = 1,024, on preset `name`:
+    toykv's serial model, the by-hand one (all 8.03B parameters read and multiplied), and the
+    typical slips."""
+    hw, model = hardware(name), get("llama-3.1-8b")
+    most = sequences_that_fit(model, EX5_CONTEXT, hw.memory_bytes)
+    kv, n = kv_cache_bytes(model.config, EX5_CONTEXT), model.active_params
+
+    def by_hand(batch, cache_batch=None, add=False):
+        weights = (2 * batch * n / hw.peak_flops, 2 * n / hw.bandwidth)
+        return 1e3 * ((batch if cache_batch is None else cache_batch) * kv / hw.bandwidth
+                      + (sum(weights) if add else max(weights)))
+
+    both = decode_step_seconds(model.config, hw, EX5_CONTEXT, most)
+    in_gb = sequences_that_fit(model, EX5_CONTEXT, hw.memory_bytes / 2**30 * 10**9)
+    return {"serial": 1e3 * both["serial"], "by_hand": by_hand(most), "most": most,
+            "overlapped": 1e3 * both["overlapped"], "one_cache": by_hand(most, 1),
+            "added": by_hand(most, add=True),
+            "reads": 1e3 * (most * kv + 2 * n) / hw.bandwidth,
+            "overlapped_by_hand": 1e3 * max(2 * most * n / hw.peak_flops,
+                                            (2 * n + most * kv) / hw.bandwidth),
+            "in_gb": by_hand(in_gb) if in_gb != most else None}
+
+
+def _say(right: bool, message: str) -> Verdict:
+    print(message)
+    return Verdict(right, message)
+
+
+def ch6_ex5(answer):
+    """(preset name, step time in ms) at the memory ceiling of Llama 3.1 8B (bf16, 1,024 tokens
+    per sequence), by the step-time model on a GPU preset of the student's choice (not the
+    H100, which the chapter works)."""
+    if answer is None or answer is Ellipsis:
+        return _say(False, NOT_ANSWERED)
+    pair = plain(answer)
+    form = ("Give a pair (preset name, milliseconds), the name one of "
+            f"{', '.join(GPUS_WITH_MEMORY)}")
+    if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
+        return _say(False, f"Not right yet: {form}; got {describe(answer)}.")
+    name, ms = pair
+    if name == "h100-sxm":
+        return _say(False, "Not right yet: the chapter worked the H100; pick another preset "
+                           f"for this exercise. {form}.")
+    if name not in GPUS_WITH_MEMORY:
+        why = " (the lecture's accelerator has no memory size)" if name == "lecture" else ""
+        return _say(False, f"Not right yet: {name!r} is not a preset with a memory size{why}. "
+                           f"{form}.")
+    t = _ex5_times(name)
+    one_max = ("that is one max over the whole step (Hardware.min_seconds); the step-time "
+               "model adds the cache's time to the weights'.")
+    hints = [
+        (t["reads"], "that is the step's bytes over the bandwidth, as one max over the whole "
+                     "step gives: past B_crit the weights' products take longer than their "
+                     "reads, so add the cache's time to the larger of 2 B N / peak and "
+                     "M_W / bandwidth."),
+        (t["overlapped"], one_max), (t["overlapped_by_hand"], one_max),
+        (t["one_cache"], "every sequence reads its own cache: B x M_KV, not one M_KV."),
+        (t["added"], "the weights' reads and products overlap: take the larger of the two, "
+                     "not their sum."),
+    ]
+    for value in (t["serial"], t["by_hand"]):        # unit slips, by toykv's count or by hand
+        hints += [(value / 1e3, "give milliseconds, not seconds."),
+                  (t["most"] / (value / 1e3), "that is the batch's tokens per second; the "
+                                              "question asks the time of one step in ms.")]
+    if t["in_gb"] is not None:
+        hints.append((t["in_gb"], "a GPU sold with N GB holds N GiB: the batch that fits "
+                                  "comes from hardware(name).memory_bytes."))
+    return answer_check(ms, t["serial"], hints, rel=0.01, also=[t["by_hand"]],
+                        what="a time in milliseconds (a number)")
+
+
+__all__ = ["ch6_ex1", "ch6_ex2", "ch6_ex3", "ch6_ex4", "ch6_ex5"]
