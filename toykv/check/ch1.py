@@ -248,7 +248,7 @@ def ch1_ex3(answer):
         ("output only", "the weights are the same and the values are not rotated, so the "
                         "weighted sums are the same too: compare with np.allclose, because the "
                         "rotated vectors round differently in float32's last bits."),
-    ], right="A score depends on i - j only, so shifting every position changes nothing.")
+    ], right="Scores depend on i - j only: a common shift changes none.")
 
 
 # -- exercise 4: grouped-query attention ------------------------------------------------------

@@ -200,7 +200,7 @@ def ch2_ex6(answer):
     return function_check(
         answer, _ex6_cases(), EX6_HINTS, what="a whole number of FLOPs",
         name="my_cached_step_flops",
-        right="Your formula equals toykv's counter on MHA, GQA, MQA and narrow heads.",
+        right="Equal to toykv's counter for MHA, GQA, MQA and narrow heads.",
         wrong=lambda where: f"On {where} your count differs from toykv's counter; check each "
                             "term against the chapter's formula.")
 

@@ -80,8 +80,7 @@ def ch3_ex1(answer):
                      "product in different orders (this chapter's BLAS gap)."),
         ("large", "a gap this large is not rounding: compare, step by step, two runs of the "
                   "same model and prompt, one with use_cache=True and one with use_cache=False."),
-    ], right="The argument never used the number of KV heads or the span: cached equals "
-             "recomputed, bit for bit, for all three.")
+    ], right="Bit for bit for all three: KV heads and span play no part.")
 
 
 # -- exercise 4: a float16 cache -------------------------------------------------------------

@@ -211,7 +211,7 @@ def ch4_ex6(answer):
              for where, c, tokens, batch, b, expected in _ex6_cases())
     return function_check(
         answer, cases, EX6_HINTS, what="a whole number of bytes", name="my_kv_cache_bytes",
-        right="Your function equals toykv's cache.nbytes and toykv.sizing on every case.",
+        right="Equal to cache.nbytes and toykv.sizing in every case.",
         wrong=lambda where: f"On {where} your count differs; compare each factor with "
                             "2 x H_kv x d_h x b per token and layer.")
 
