@@ -139,11 +139,17 @@ EX6_CONTEXTS = (1, 2, 40)
 
 
 @functools.lru_cache(maxsize=None)
+def _ex6_model(changes: tuple) -> ToyTransformer:
+    """A model of the exercise's config with these changes to the source toy."""
+    return ToyTransformer(source_toy(max_seq_len=64, **dict(changes)), seed=0)
+
+
+@functools.lru_cache(maxsize=None)
 def _counted_step(changes: tuple, context: int) -> int:
     """FLOPs toykv's counter (model.flops) records for one cached step at `context` tokens
     (the new one included): prefill context - 1 random tokens, then feed one more."""
-    config = source_toy(max_seq_len=64, **dict(changes))
-    model = ToyTransformer(config, seed=0)
+    model = _ex6_model(changes)
+    config = model.config
     ids = np.random.default_rng(0).integers(0, config.vocab_size, context)
     cache = model.new_cache()
     if context > 1:

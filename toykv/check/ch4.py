@@ -136,12 +136,18 @@ def ex6_zoo_models() -> list[str]:
             and set(zoo.get(name).config.layer_kinds) <= {"full", "sliding"}]
 
 
+@functools.cache
+def _ex6_toy_model() -> ToyTransformer:
+    """The exercise's toy: one sliding and one full layer, window 8, 2 KV heads."""
+    return ToyTransformer(source_toy(**EX6_TOY), seed=0)
+
+
 @functools.lru_cache(maxsize=None)
 def _held_by_toy(tokens: int, kv_dtype: str, batch: int) -> int:
-    """cache.nbytes of the exercise's toy (one sliding and one full layer, window 8) after a
-    prefill of `tokens` random tokens into a cache of `batch` sequences: toykv's arrays."""
-    config = source_toy(**EX6_TOY)
-    model = ToyTransformer(config, seed=0)
+    """cache.nbytes of the exercise's toy after a prefill of `tokens` random tokens into a
+    cache of `batch` sequences: toykv's arrays."""
+    model = _ex6_toy_model()
+    config = model.config
     cache = model.new_cache(kv_dtype=kv_dtype, batch=None if batch == 1 else batch)
     shape = (tokens,) if batch == 1 else (batch, tokens)
     model.forward(np.random.default_rng(0).integers(0, config.vocab_size, shape), cache)
