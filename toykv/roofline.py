@@ -21,8 +21,8 @@ from .config import check_config
 from .flops import attention_flops
 
 MiB = 2**20
-REPORTED_SOURCE = ("memory: the total nvidia-smi reports, from the blog post 'Why does an NVIDIA "
-                   "H100 80GB card offer 85.52 GB?' (references.bib: thundergolfer2025gpumemory)")
+REPORTED = ("the total nvidia-smi prints, references.bib: thundergolfer2025gpumemory and "
+            "modal2025gpumemory")
 LECTURE_SOURCE = ("source_lecture_memory_bound (references.bib), the lecture on why decode is "
                   "memory-bound: assumed round numbers")
 
@@ -118,21 +118,21 @@ HARDWARE = {
     "a100-80gb-sxm": Hardware(
         "NVIDIA A100 80GB SXM", peak_flops=312e12, bandwidth=2039e9,
         memory_bytes=81_920 * MiB,
-        source="NVIDIA A100 Tensor Core GPU datasheet; " + REPORTED_SOURCE,
+        source="NVIDIA A100 Tensor Core GPU datasheet",
         note="BF16 tensor core 312 TFLOP/s dense (624 with sparsity); HBM2e 2,039 GB/s. "
-             "Reports 81,920 MiB, exactly 80 GiB."),
+             "Memory: reports 81,920 MiB, exactly 80 GiB (" + REPORTED + ")."),
     "h100-sxm": Hardware(
         "NVIDIA H100 SXM", peak_flops=1979e12 / 2, bandwidth=3.35e12,
         memory_bytes=81_559 * MiB,
-        source="NVIDIA H100 Tensor Core GPU datasheet; " + REPORTED_SOURCE,
+        source="NVIDIA H100 Tensor Core GPU datasheet",
         note="Datasheet lists BF16 1,979 TFLOP/s with sparsity; dense is half. HBM3 3.35 TB/s. "
-             "Sold as 80GB, reports 81,559 MiB (79.6 GiB, 85.5 GB)."),
+             "Memory: sold as 80GB, reports 81,559 MiB, 79.6 GiB (" + REPORTED + ")."),
     "l4": Hardware(
         "NVIDIA L4", peak_flops=242e12 / 2, bandwidth=300e9, memory_bytes=23_034 * MiB,
-        source="NVIDIA L4 Tensor Core GPU datasheet; " + REPORTED_SOURCE,
+        source="NVIDIA L4 Tensor Core GPU datasheet",
         note="Datasheet lists 242 TFLOP/s with sparsity; dense is half. GDDR6 300 GB/s. "
              "Only the FP16 figure was seen quoted; BF16 runs at the FP16 rate on this chip. "
-             "Sold as 24GB, reports 23,034 MiB (22.5 GiB, 24.15 GB)."),
+             "Memory: sold as 24GB, reports 23,034 MiB, 22.5 GiB (" + REPORTED + ")."),
     "mi300x": Hardware(
         "AMD Instinct MI300X", peak_flops=1307.4e12, bandwidth=5.3e12, memory_bytes=192 * GiB,
         source="AMD Instinct MI300X data sheet",
@@ -142,11 +142,11 @@ HARDWARE = {
     "rtx-4090": Hardware(
         "NVIDIA GeForce RTX 4090", peak_flops=165.2e12, bandwidth=1008e9,
         memory_bytes=24_564 * MiB,
-        source="NVIDIA Ada GPU architecture whitepaper; memory: nvidia-smi output quoted in "
-               "RLinf/RLinf issue 255",
+        source="NVIDIA Ada GPU architecture whitepaper",
         note="Unverified: BF16 165.2 TFLOP/s dense with FP32 accumulate was checked only against "
              "third-party spec pages, not the whitepaper. GDDR6X 1,008 GB/s. "
-             "Sold as 24GB, reports 24,564 MiB (24.0 GiB)."),
+             "Memory: sold as 24GB, reports 24,564 MiB (nvidia-smi output quoted in the "
+             "GitHub issue RLinf/RLinf#255)."),
 }
 
 
