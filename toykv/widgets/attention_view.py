@@ -148,7 +148,8 @@ def new_row_html(frame: AttentionFrame) -> str:
         f"<span style='display:inline-block;margin-right:10px;white-space:nowrap'>key {j}: "
         f"<span data-quantity='new_row_weight' data-key='{j}' data-value='{float(w)!r}'>"
         f"{float(w):.3f}</span></span>" for j, w in zip(frame.new_row_keys, frame.new_row))
-    return (f"<div style='font-size:12px;max-width:760px;line-height:1.6'>Weights of the "
+    return (f"<div style='font-size:12px;max-width:760px;line-height:1.6;margin-top:6px'>"
+            f"Weights of the "
             f"newest query (row {frame.positions - 1}): {items}</div>")
 
 

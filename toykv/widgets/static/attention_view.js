@@ -171,7 +171,8 @@
         `${j}: <span data-quantity="new_row_weight" data-key="${j}" data-value="${String(w)}">` +
         `${L.fixed(w, 3)}</span></span>`;
     }).join("");
-    return "<div style='font-size:12px;max-width:760px;line-height:1.6'>Weights of the " +
+    return "<div style='font-size:12px;max-width:760px;line-height:1.6;margin-top:6px'>" +
+      "Weights of the " +
       `newest query (row ${f.n - 1}): ${items}</div>`;
   }
 
