@@ -41,7 +41,7 @@ SHOWN = {
     "ch6_ex1": [32.5, 32],                           # printed, "about 32 ms"
     "ch6_ex2": [12],                                 # on the 23,034 MiB an L4 reports
     "ch6_ex3": [(12, 23)],
-    "ch6_ex4": [(148, 0.0), (148, 0)],               # "0% out of memory"
+    "ch6_ex4": [(147, 0.0), (147, 0)],               # "0% out of memory"
     "ch7_ex1": [33_792],
     "ch7_ex2": [28.44, 28.4],
     "ch7_ex3": [5325],

@@ -8,6 +8,7 @@ from toykv.check import NOT_ANSWERED, ch6_ex1, ch6_ex2, ch6_ex3, ch6_ex4, ch6_ex
 
 GiB, MiB = 2**30, 2**20
 L4_REPORTS = 23_034 * MiB                           # nvidia-smi's total for an L4 ("24 GB")
+H100_REPORTS = 81_559 * MiB                         # and for an H100 80GB
 # official answers, worked out by hand from the exercises' statements
 EX1 = 2 * 8.03e9 * 2000 / 989.5e12 * 1e3           # ms: 2 FLOPs per parameter per token
 ROOM = L4_REPORTS - 2 * 8.2e9                       # Qwen3-8B bf16 weights on the L4
@@ -19,7 +20,7 @@ EX3 = (22_048 // 1792, 41_920 // 1792)
 def _plan(percentile):
     """The chapter's mix, planned for a length percentile: (batch, fraction out of memory)."""
     lengths = serving.request_lengths(n=20_000, median=1000, max_len=8192, sigma=1.0, seed=0)
-    room = 80 * GiB - 2 * 8_030_000_000
+    room = H100_REPORTS - 2 * 8_030_000_000
     per_token = 2 * 32 * 8 * 128 * 2
     length = int(np.percentile(lengths, percentile))
     batch = int(room // (per_token * length))

@@ -79,7 +79,7 @@ def _ex4_plans() -> dict:
     median of the chapter's request mix (computed once: 20,000 simulated requests)."""
     model = get("llama-3.1-8b")
     lengths = request_lengths(**MIX)
-    memory = 80 * GiB
+    memory = hardware("h100-sxm").memory_bytes       # what the card reports: 81,559 MiB
     room = memory - weight_bytes(model.total_params)
 
     def plan(length):
