@@ -339,7 +339,7 @@ def run_real(model, pool: BlockPool, prompts: list, output_lens: list, max_batch
              record_blocks: bool = False) -> Outcome:
     """Serve real prompts (lists of ids) on a toykv model's BlockPool, greedy, each for its
     output_lens tokens; the outcome's tokens are every request's generated ids."""
-    if not isinstance(pool, BlockPool) or pool._model() is not model:
+    if not isinstance(pool, BlockPool) or pool.model is not model:
         raise ValueError("pool must be a BlockPool of this model (model.new_paged_cache)")
     if len(prompts) != len(output_lens):
         raise ValueError(f"{len(prompts)} prompts but {len(output_lens)} output lengths")
