@@ -84,7 +84,7 @@ def test_truncate(kind, n, extra):
     model, tokens = model_of(kind), ids(n + extra)
     cache = fed(kind, tokens)
     if cache.rollback_floor() > n:
-        refused(cache, lambda: cache.truncate(n), "cannot roll back so far")
+        refused(cache, lambda: cache.truncate(n), "the shortest length it can roll back to")
         return
     cache.truncate(n)
     fresh = fed(kind, tokens[:n])

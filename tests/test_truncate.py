@@ -115,7 +115,7 @@ def test_rollback_floor_is_what_truncate_accepts(kind):
         floor = cache.rollback_floor()
         if floor > 0:
             state = snapshot(cache)
-            with pytest.raises(ValueError, match="cannot roll back so far"):
+            with pytest.raises(ValueError, match="the shortest length it can roll back to"):
                 cache.truncate(floor - 1)
             assert_same(snapshot(cache), state)
         cache.truncate(floor)

@@ -229,14 +229,13 @@ class KVCache:
     def check_step(self, T: int):
         """Refuse, before any work, a step of T new tokens that some layer cannot take: a
         finished cache, one past max_seq_len, a pool without the blocks. Changes nothing."""
+        for layer in self.layers:                       # a pool's sequence says it first
+            layer.check_step(self.length, T)
         if self.finished:
-            raise ValueError("this cache is finished (a pool's sequence gave its blocks back); "
-                             "start a new one")
+            raise ValueError("this cache is finished; start a new one")
         if self.length + T > self.config.max_seq_len:
             raise ValueError(f"cache full: {self.length} tokens + {T} new exceeds max_seq_len "
                              f"{self.config.max_seq_len}")
-        for layer in self.layers:
-            layer.check_step(self.length, T)
 
     def update(self, layer: int, **new: np.ndarray) -> Seen:
         """Store new tokens' entries in `layer` (every name in self.names: 'k' and 'v', or MLA's
@@ -337,9 +336,8 @@ class KVCache:
             floor = layer.rollback_floor(self.length)
             if n < floor:
                 raise ValueError(
-                    f"cannot truncate to {n} tokens: layer {i}'s cache "
-                    f"({type(layer).__name__}) cannot roll back so far: "
-                    f"{layer.floor_reason(self.length)}; the shortest length it can roll "
+                    f"cannot truncate to {n} tokens: layer {i}'s "
+                    f"{layer.floor_reason(self.length, n)}; the shortest length it can roll "
                     f"back to is {floor}")
         for layer in self.layers:
             layer.crop(n, self.length)

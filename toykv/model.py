@@ -390,8 +390,9 @@ class ToyTransformer:
         q = apply_rope(q, cos, sin)
         k = apply_rope(k, cos, sin)
         # append to the cache: attend over all it holds, the new keys too
-        seen = self.alone(i, positions, k=k, v=v)   # no cache: these keys only
-        if cache is not None:
+        if cache is None:
+            seen = self.alone(i, positions, k=k, v=v)   # these keys only, causally
+        else:
             seen = cache.append(i, k=k, v=v)        # keys, values, positions, mask
         k, v = seen.kv["k"], seen.kv["v"]           # [..., Tk, H_kv, d_h]
         # group the query heads: the G queries that share each KV head
@@ -429,9 +430,10 @@ class ToyTransformer:
         q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
         k_rope = apply_rope(ckv[:, r:].reshape(*lead, T, rd), cos, sin)  # [..., T, d_h^R] shared
         # append to the cache: the latent and the rotary key of every position held
-        seen = self.alone(i, positions, c_kv=c_kv, k_rope=k_rope)       # no cache: these only
-        if cache is not None:
-            seen = cache.append(i, c_kv=c_kv, k_rope=k_rope)
+        if cache is None:
+            seen = self.alone(i, positions, c_kv=c_kv, k_rope=k_rope)   # these only, causally
+        else:
+            seen = cache.append(i, c_kv=c_kv, k_rope=k_rope)            # + positions, mask
         c_kv, k_rope = seen.kv["c_kv"], seen.kv["k_rope"]                # [..., Tk, r], [.., d_h^R]
         Tk = len(seen.positions)
         # attend: every head scores the shared rotary keys (and, absorbed, the latents)

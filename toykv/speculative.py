@@ -159,9 +159,9 @@ def check_rollback(cache, T: int):
                    if layer.rollback_floor(len(cache) + T) == floor)
         layer = cache.layers[bad]
         raise ValueError(f"speculative verification rolls the cache back over rejected "
-                         f"proposals, and layer {bad}'s cache ({type(layer).__name__}) could "
-                         f"not: {layer.floor_reason(len(cache) + T)}; decode without "
-                         "speculation")
+                         f"proposals, and layer {bad}'s cache could not: its "
+                         f"{layer.floor_reason(len(cache) + T, len(cache) + 1)}; decode "
+                         "without speculation")
 
 
 def verify_step(model, cache, last: int, proposal: list[int]) -> Verified:
@@ -252,9 +252,9 @@ def speculative_steps(model, prompt_ids, max_new_tokens: int, proposer, k: int |
         bad = next(i for i, layer in enumerate(cache.layers)
                    if layer.rollback_floor(floor_at) > floor_at - 1)
         layer = cache.layers[bad]
-        raise ValueError(f"the run needs {longest} positions, and layer {bad}'s cache "
-                         f"({type(layer).__name__}) could not roll back over rejected "
-                         f"proposals there: {layer.floor_reason(floor_at)}; decode without "
+        raise ValueError(f"the run needs {longest} positions, and layer {bad}'s cache could "
+                         f"not roll back over rejected proposals there: its "
+                         f"{layer.floor_reason(floor_at, floor_at - 1)}; decode without "
                          "speculation")
     return _speculate(model, ids, max_new_tokens, proposer, k, cache, stops, start)
 

@@ -135,9 +135,10 @@ class CacheLayer(Mapping):
         that brings it there: speculative decoding asks before the step)."""
         return 0
 
-    def floor_reason(self, length: int) -> str:
-        """Why rollback_floor(length) is not 0, for a refusal's message."""
-        return ""
+    def floor_reason(self, length: int, n: int) -> str:
+        """Why this layer, holding `length` tokens, cannot go back to n: the words after
+        "layer i's" in a refusal."""
+        return f"cache ({type(self).__name__}) cannot roll back to {n} tokens"
 
     def crop(self, n: int, length: int):
         """Keep the first n of `length` tokens (rollback_floor(length) <= n <= length)."""

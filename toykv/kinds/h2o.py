@@ -51,9 +51,9 @@ class HeavyHitterLayer(KeptLayer):
     def rollback_floor(self, length: int) -> int:
         return length
 
-    def floor_reason(self, length: int) -> str:
-        return ("what it keeps, and the attention it counted, depend on every query it saw "
-                "(heavy hitters)")
+    def floor_reason(self, length: int, n: int) -> str:
+        return (f"cache (policy {self.policy.name!r}) cannot roll back: what it keeps, and the "
+                "attention it counted, depend on every query it saw")
 
     def copy(self, length: int, slots: int, shared: dict) -> HeavyHitterLayer:
         twin = super().copy(length, slots, shared)

@@ -142,9 +142,9 @@ class KeptLayer(FullLayer):
         budget = self.policy.budget
         return 0 if budget is None or length <= budget else length
 
-    def floor_reason(self, length: int) -> str:
-        return (f"its policy ({self.policy.name}, budget {self.policy.budget}) has evicted "
-                "tokens, which cannot come back")
+    def floor_reason(self, length: int, n: int) -> str:
+        return (f"cache (policy {self.policy.name!r}, budget {self.policy.budget}) cannot roll "
+                "back: it has evicted tokens, which cannot come back")
 
     def crop(self, n: int, length: int):
         self.positions = self.positions[:n]

@@ -156,8 +156,9 @@ class QuantizedLayer(FullLayer):
         return max([d + s.residual for d, s in zip(self.done, self.schemes)
                     if s is not None and d > 0], default=0)
 
-    def floor_reason(self, length: int) -> str:
-        return "it has quantized groups a shorter cache would hold in float32"
+    def floor_reason(self, length: int, n: int) -> str:
+        return (f"quantized cache cannot roll back: it has quantized groups a cache of {n} "
+                "tokens would hold in float32")
 
     def crop(self, n: int, length: int):
         self.due = min(self.due, n)

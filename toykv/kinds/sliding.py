@@ -69,9 +69,9 @@ class SlidingLayer(FullLayer):
             return 0
         return length - slots + self.spec.window
 
-    def floor_reason(self, length: int) -> str:
-        return (f"its sliding-window ring of {self._slots_at(length)} slots has wrapped, and "
-                "its writes overwrote positions a shorter cache would still hold")
+    def floor_reason(self, length: int, n: int) -> str:
+        return (f"sliding-window ring of {self._slots_at(length)} slots has wrapped, and its "
+                f"writes overwrote positions a cache of {n} tokens would still hold")
 
 
 __all__ = ["SlidingLayer"]
