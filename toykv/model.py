@@ -18,7 +18,7 @@ import numpy as np
 from . import validate
 from .cache import KVCache, check_cache, new_pool
 from .config import ModelConfig, check_config
-from .kinds import Seen
+from .kinds.base import Seen
 from .layers import RESIDUAL_OUTPUTS, check_absorb
 from .ops import Ops
 from .rope import RopeTable, apply_rope, rope_cos_sin  # noqa: F401  (toykv.model.apply_rope)

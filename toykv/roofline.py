@@ -65,13 +65,13 @@ class Hardware:
         validate.number("nbytes", nbytes, allow_minimum=True)
         return max(flops / self.peak_flops, nbytes / self.bandwidth)
 
-    def step_seconds(self, *parts) -> float:
+    def serial_min_seconds(self, *parts) -> float:
         """Lower bound on a step whose parts run one after another, none overlapping the next:
         the sum of each part's min_seconds (parts: (flops, nbytes) pairs). With a decode step's
         cache and weights as the parts this is austin2025scaling's step-time model; min_seconds
         of the whole step instead assumes the parts overlap perfectly."""
         if not parts:
-            raise ValueError("step_seconds needs at least one (flops, nbytes) part")
+            raise ValueError("serial_min_seconds needs at least one (flops, nbytes) part")
         for part in parts:
             if not (isinstance(part, (tuple, list)) and len(part) == 2):
                 raise ValueError(f"each part must be a (flops, nbytes) pair, got {part!r}")

@@ -23,9 +23,9 @@ import numpy as np
 
 from . import validate
 from .flops import forward_flops
-from .generate import check_run
+from .runcheck import check_run
 from .model import ToyTransformer, check_model
-from .variants import decode_step_bytes
+from .sizing import decode_step_bytes
 
 MAX_K = 64                     # proposals per step: far past where a verify step is free
 
@@ -346,14 +346,14 @@ def expected_speedup(alpha, k: int, draft_cost=0.0, verify_ratio=1.0) -> float:
 
 
 def verify_cost(config, context: int, k: int) -> dict:
-    """FLOPs (toykv.flops) and bytes (variants.decode_step_bytes, float32) of a verify step of
+    """FLOPs (toykv.flops) and bytes (sizing.decode_step_bytes, float32) of a verify step of
     k proposals after `context` cached tokens: the newest token and k proposals fed at once,
     every weight read once and the cache of context + k + 1 tokens. k = 0 is a decode step.
     {'flops', 'bytes', 'intensity'}."""
     context = validate.count("context", context, 0)
     k = validate.count("k", k, 0, MAX_K)
     flops = forward_flops(config, k + 1, context)
-    nbytes = decode_step_bytes(config, context + k + 1)["total"]
+    nbytes = decode_step_bytes(config, context + k + 1, 1, 4, 4)["total"]
     return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes}
 
 

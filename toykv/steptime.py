@@ -104,7 +104,7 @@ def limit_blas_threads(n: int = 1):
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def step_seconds(model, cache, steps: int = 7, token: int = 0) -> np.ndarray:
+def measure_step_seconds(model, cache, steps: int = 7, token: int = 0) -> np.ndarray:
     """Wall-clock seconds of `steps` single-token decode steps, one after another. [steps]
 
     A batched cache steps all its sequences at once (the same token in each). steps: at most
@@ -151,7 +151,7 @@ def step_time_curve(model, contexts, steps: int = 7, kv_dtype: str = "float32",
         model.forward(_ids([0], cache.batch), cache)       # warm up: first-call costs
         for i, context in enumerate(contexts):
             fill_cache(cache, context - 1 - len(cache), seed=seed + i)
-            medians[i] = np.median(step_seconds(model, cache, steps))
+            medians[i] = np.median(measure_step_seconds(model, cache, steps))
     return medians
 
 
@@ -182,5 +182,5 @@ def prefill_time_curve(model, prompt_lens, repeats: int = 3, threads: int | None
 
 
 __all__ = ["FILL_CHUNK", "MAX_STEPS", "MAX_POINTS", "fill_cache", "blas_threads",
-           "limit_blas_threads", "step_seconds",
+           "limit_blas_threads", "measure_step_seconds",
            "step_time_curve", "prefill_time_curve"]

@@ -176,8 +176,8 @@ def cache_fill_html(fill) -> str:
 
 
 def share_explorer_data(explorer) -> dict:
-    from .share_explorer import (BEYOND_DASH, MAX_MODELS, MODEL_STYLES, PERCENT_TICKS,
-                                 SHARE_CONTEXTS)
+    from .share_explorer_view import (BEYOND_DASH, MAX_MODELS, MODEL_STYLES, PERCENT_TICKS,
+                                      SHARE_CONTEXTS)
 
     models = [{"key": m["key"], "max_seq_len": m["max_seq_len"], "verified": m["verified"],
                "read_weight_bytes": m["read_weight_bytes"],
