@@ -19,7 +19,7 @@ from . import validate
 from .cache import KVCache, check_cache, new_pool
 from .config import ModelConfig, check_config
 from .kinds.base import Seen
-from .layers import RESIDUAL_OUTPUTS, check_absorb
+from .layers import RESIDUAL_OUTPUTS, attention_kind, check_absorb
 from .ops import Ops
 from .rope import RopeTable, apply_rope, rope_cos_sin  # noqa: F401  (toykv.model.apply_rope)
 from .sizing import param_count
@@ -228,9 +228,10 @@ class ToyTransformer:
 
     @property
     def attend(self):
-        """The attention form of this model's layers: attention (H_kv heads of keys and values)
-        or mla_attention (MLA's latent), as its config says."""
-        return self.mla_attention if self.config.attention == "mla" else self.attention
+        """The attention form of this model's layers, as its attention kind says
+        (toykv.layers.ATTENTION): attention (H_kv heads of keys and values) or mla_attention
+        (MLA's latent)."""
+        return getattr(self, attention_kind(self.config).forward)
 
     @property
     def exact(self) -> bool:

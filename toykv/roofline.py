@@ -19,6 +19,7 @@ import numpy as np
 from . import validate
 from .config import check_config
 from .flops import attention_flops
+from .layers import ATTENTION
 
 LECTURE_SOURCE = ("source_lecture_memory_bound (references.bib), the lecture on why decode is "
                   "memory-bound: assumed round numbers")
@@ -191,7 +192,8 @@ def attention_intensity(config, n_new: int, n_cached: int = 0, bytes_per_value=2
     n_new = validate.count("n_new", n_new, 1)
     n_cached = validate.count("n_cached", n_cached, 0)
     size = validate.number("bytes_per_value", bytes_per_value)
-    if any(spec.attention == "mla" or spec.kind == "linear" for spec, _ in config.layer_groups):
+    if any(ATTENTION[spec.attention].latent or spec.kind == "linear"
+           for spec, _ in config.layer_groups):
         raise ValueError("attention_intensity counts MHA, GQA and MQA layers only, got "
                          f"attention={config.attention!r}, layers {sorted(config.layer_kinds)}")
     values = 0

@@ -16,7 +16,7 @@ import numpy as np
 
 from . import validate
 from .config import ModelConfig, check_config
-from .layers import check_absorb
+from .layers import ATTENTION, check_absorb
 
 
 # -- argument checks: toykv.validate, the one policy for numbers ----------------------
@@ -30,9 +30,6 @@ def _whole(count, size, what):
 
 
 # -- cross-layer KV sharing --------------------------------------------------------------
-# the weights that make a layer's cache entries: a layer that reuses another's K and V has none
-KV_PROJECTIONS = {"mha": ("wk", "wv"), "gqa": ("wk", "wv"), "mqa": ("wk", "wv"),
-                  "mla": ("w_dkv", "kv_norm")}
 
 
 def kv_layer_groups(config: ModelConfig, kv_sharing=1) -> list[tuple]:
@@ -52,7 +49,7 @@ def kv_projection_params(config: ModelConfig, kv_sharing=1) -> int:
     stores = dict(kv_layer_groups(config, kv_sharing))
     return sum((n - stores[spec]) * math.prod(spec.weight_shapes[name])
                for spec, n in config.layer_groups if spec.kind != "linear"
-               for name in KV_PROJECTIONS[spec.attention])
+               for name in ATTENTION[spec.attention].projections)
 
 
 # -- per-token and whole-cache sizes ---------------------------------------------

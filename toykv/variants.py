@@ -13,7 +13,7 @@ from dataclasses import replace
 from . import sizing, validate
 from .config import ATTENTION_KINDS, ModelConfig, check_config, long_context_toy
 from .flops import cached_step_flops
-from .layers import KV_DTYPE_BYTES, check_absorb, check_kv_dtype
+from .layers import ATTENTION, KV_DTYPE_BYTES, check_absorb, check_kv_dtype
 
 VARIANTS = ATTENTION_KINDS            # 'mha', 'gqa', 'mqa', 'mla': toykv.config's one list
 WEIGHT_BYTES = 4                      # toykv's weights are float32
@@ -31,21 +31,24 @@ def with_attention(config: ModelConfig, variant: str, n_kv_heads: int | None = N
     kv_lora_rank and rope_head_dim; ValueError if the variant does not fit the heads."""
     check_config(config)
     validate.choice("variant", variant, VARIANTS)
-    H = config.n_heads
+    kind, H = ATTENTION[variant], config.n_heads
     plain = replace(config, attention=None, n_kv_heads=None, kv_lora_rank=None,
                     rope_head_dim=None)
-    if variant == "mla":
-        return replace(plain, attention="mla",
-                       kv_lora_rank=validate.count("kv_lora_rank", kv_lora_rank, 1),
-                       rope_head_dim=validate.count("rope_head_dim", rope_head_dim, 2))
-    if variant == "gqa":
+    given = {"kv_lora_rank": kv_lora_rank, "rope_head_dim": rope_head_dim}
+    fields = {name: validate.count(name, given[name], 2 if name == "rope_head_dim" else 1)
+              for name in kind.fields}                # its own fields (MLA's latent)
+    if kind.latent:
+        return replace(plain, attention=variant, **fields)
+    if kind.kv_heads is None:                         # GQA: between one head and every head
         if H < 4:
             raise ValueError(f"GQA needs n_heads >= 4 (1 < n_kv_heads < n_heads), got "
                              f"n_heads={H}")
         n_kv_heads = validate.count("gqa_kv_heads", n_kv_heads, 2, H - 1)
         if H % n_kv_heads:
             raise ValueError(f"gqa_kv_heads must divide n_heads ({H}), got {n_kv_heads}")
-    return replace(plain, n_kv_heads={"mha": H, "gqa": n_kv_heads, "mqa": 1}[variant])
+    else:
+        n_kv_heads = kind.kv_heads(config)
+    return replace(plain, n_kv_heads=n_kv_heads, **fields)
 
 
 def attention_variants(config: ModelConfig, gqa_kv_heads: int, kv_lora_rank: int,
