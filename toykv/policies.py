@@ -33,7 +33,10 @@ import numpy as np
 from . import validate
 from .kinds import KINDS
 
-POLICIES = ("full", "window", "sinks", "h2o")
+# 'full' keeps every token (and counts the attention each received: the h2o kind, no budget);
+# the others are the names the eviction kinds keep for (toykv.kinds.KINDS, their `policies`)
+POLICIES = ("full",) + tuple(name for kind in KINDS.values()
+                             for name in getattr(kind, "policies", ()))
 POSITIONS = ("original", "renumbered")
 
 
@@ -81,9 +84,9 @@ class CachePolicy:
     @property
     def window(self) -> int | None:
         """The recent tokens a policy keeps (None: all)."""
-        return {"full": None, "window": self.budget, "h2o": self.recent,
+        return {"full": None, "h2o": self.recent,
                 "sinks": None if self.budget is None else self.budget - (self.sinks or 0)
-                }[self.name]
+                }.get(self.name, self.budget)
 
     def held(self, length: int) -> int:
         """Tokens a layer holds once `length` tokens have gone through it."""
@@ -93,7 +96,10 @@ class CachePolicy:
     def kind(self) -> str:
         """The cache kind that keeps what this policy says (toykv.kinds.KINDS): 'sinks' for
         'window' and 'sinks', 'h2o' for 'h2o' and 'full' (every token, attention counted)."""
-        return "h2o" if self.name in ("h2o", "full") else "sinks"
+        if self.name == "full":
+            return "h2o"
+        return next(key for key, kind in KINDS.items()
+                    if self.name in getattr(kind, "policies", ()))
 
     def keep(self, positions: np.ndarray, received: np.ndarray) -> np.ndarray:
         """Indices (ascending) of the tokens to keep, given every candidate's position

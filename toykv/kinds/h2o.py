@@ -20,6 +20,7 @@ class HeavyHitterLayer(KeptLayer):
     attention each held token has received."""
 
     steps_split = False                          # heavy hitters chosen once per step
+    policies = ("h2o",)                          # and 'full', counting (CachePolicy.kind)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

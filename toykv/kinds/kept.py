@@ -31,8 +31,11 @@ def rotate(x: np.ndarray, delta: np.ndarray, theta: float) -> np.ndarray:
 
 class KeptLayer(FullLayer):
     """A layer that keeps the positions its rule chooses, at most policy.budget of them
-    (None: all), packed in slots 0..n-1. Subclasses give the rule (`choose`) and which older
-    held tokens a query of a multi-token step still sees (`kept_older`)."""
+    (None: all), packed in slots 0..n-1. Subclasses give the rule (`keep_older`), which older
+    held tokens a query of a multi-token step still sees (`kept_older`), and the CachePolicy
+    names they keep for (`policies`)."""
+
+    policies: tuple = ()
 
     def __init__(self, spec, codec, rows, slots, max_slots, new=np.zeros, policy=None,
                  theta=10000.0):

@@ -16,6 +16,8 @@ from .kept import KeptLayer
 class SinksLayer(KeptLayer):
     """A layer that keeps policy.sinks first tokens and the last budget - sinks."""
 
+    policies = ("window", "sinks")               # the CachePolicy names it keeps for
+
     @staticmethod
     def keep_older(policy, older: int, received) -> np.ndarray:
         """The first policy.sinks tokens."""
