@@ -15,7 +15,7 @@ from toykv.variants import (TOY_VARIANT_SHAPES, attention_variants, cache_intens
 def decode_step_bytes(config, context, kv_dtype="float32", absorb=False):
     """The one count (sizing.decode_step_bytes) for toykv's float32 model and a kv_dtype cache."""
     value, scale = KV_DTYPE_BYTES[kv_dtype]
-    return step_bytes(config, context, 1, value, 4, scale, absorb=absorb)
+    return step_bytes(config, context, 1, value, 4, scale, expanded=not absorb)
 
 
 def weight_bytes_read(config, bytes_per_param=4):
@@ -123,7 +123,7 @@ def test_step_bytes_sliding_layers_stop_at_the_window():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"tokens": -1}, "tokens"), ({"absorb": 1}, "absorb"), ({"absorb": True}, "'mla' only"),
+    ({"tokens": -1}, "tokens"), ({"expanded": 1}, "expanded"),
     ({"bytes_per_value": "4"}, "bytes_per_value")])
 def test_step_bytes_refuse_bad_input(variants, kwargs, match):
     args = {"tokens": 10, **kwargs}
@@ -186,3 +186,12 @@ def test_toy_mla_equals_gqa_with_2_25_heads():
     out = attention_variants(long_context_toy(), **TOY_VARIANT_SHAPES)
     assert kv_bytes_per_token(out["mla"]) / kv_bytes_per_token(out["mqa"]) == 2.25
     assert np.isclose(kv_bytes_per_token(out["mha"]) / kv_bytes_per_token(out["gqa"]), 4)
+
+
+def test_a_served_mla_model_counts_no_rebuilt_keys():
+    """sizing's one count leaves MLA's expanded bytes out unless asked: a served DeepSeek
+    attends absorbed, and its KV share is the cache's over the cache and weights alone."""
+    ds3 = zoo.get("deepseek-v3")
+    served = step_bytes(ds3, 1_000_000)
+    assert served["expanded"] == 0 and served["total"] == served["weights"] + served["kv"]
+    assert step_bytes(ds3, 1_000_000, expanded=True)["expanded"] > 0

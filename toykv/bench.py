@@ -320,7 +320,7 @@ def bench_variants(context: int = 16384, steps: int = 7):
             bandwidth = roofline.measure_bandwidth()
         n = 3 if label == "MLA expanded" else steps
         seconds = float(step_time_curve(model, [context], steps=n, threads=1)[0])
-        nbytes = decode_step_bytes(config, context, 1, 4, 4, absorb=absorb)["total"]
+        nbytes = decode_step_bytes(config, context, 1, 4, 4, expanded=not absorb)["total"]
         bound = nbytes / bandwidth
         print(f"   {label:13} {nbytes / 1e6:6.0f} MB  step {seconds * 1e3:7.1f} ms  bound "
               f"{bound * 1e3:6.1f} ms at {bandwidth / 1e9:4.1f} GB/s -> {bound / seconds:.2f} "

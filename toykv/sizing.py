@@ -16,7 +16,7 @@ import numpy as np
 
 from . import validate
 from .config import ModelConfig, check_config
-from .layers import ATTENTION, check_absorb
+from .layers import ATTENTION
 
 
 # -- argument checks: toykv.validate, the one policy for numbers ----------------------
@@ -155,13 +155,15 @@ def _step_weights(model, bytes_per_param, batch, weights: str, kv_sharing=1) -> 
 
 def decode_step_bytes(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
                       scale_bytes=0, weights: str = "read", kv_sharing=1,
-                      absorb: bool = False) -> dict:
+                      expanded: bool = False) -> dict:
     """Bytes one decode step moves at `tokens` of context per sequence (the new token
     included), for `batch` sequences: the course's one count of a step's bytes.
-    {'weights': read once for the batch, 'kv': every sequence's cache held, 'expanded': what
-    MLA's expanded form (absorb=False) writes and reads back of the keys and values it rebuilds
-    from the latents (2 H d_h float32 values per held position, toykv computes in float32; 0
-    for every other form), 'total', 'share': kv / total}. Exact integers, except the share.
+    {'weights': read once for the batch, 'kv': every sequence's cache held, 'expanded', 'total',
+    'share': kv / total}. Exact integers, except the share.
+    expanded=True counts what MLA's expanded form (toykv's absorb=False) writes and reads back
+    of the keys and values it rebuilds from the latents: 2 H d_h float32 values per held
+    position (toykv computes in float32), 0 for every other attention kind. A served MLA model
+    attends in its absorbed form and rebuilds nothing (the default).
 
     weights='read' is the course's rule (weight_bytes_read); weights='active' counts every
     active parameter, an untied input embedding whole: the convention of source_essay_kv_share.
@@ -170,14 +172,14 @@ def decode_step_bytes(model, tokens, batch=1, bytes_per_value=2, bytes_per_param
     toykv's own float32 model: bytes_per_value=4, bytes_per_param=4.
     """
     config, _ = model_parts(model)
-    check_absorb(config, absorb)
+    validate.flag("expanded", expanded)
     w = _step_weights(model, bytes_per_param, batch, weights, kv_sharing)
     kv = kv_cache_bytes(config, tokens, batch, bytes_per_value, scale_bytes, kv_sharing)
-    rebuilt = sum(n * spec.rebuilt_values(absorb) * spec.held(tokens)
-                  for spec, n in config.layer_groups)             # MLA expanded only
-    expanded = 2 * 4 * rebuilt * validate.count("batch", batch, 1)  # float32, written + read
-    total = w + kv + expanded
-    return {"weights": w, "kv": kv, "expanded": expanded, "total": total,
+    rebuilt = 0 if not expanded else sum(n * spec.rebuilt_values(False) * spec.held(tokens)
+                                         for spec, n in config.layer_groups)   # MLA only
+    rebuilt = 2 * 4 * rebuilt * validate.count("batch", batch, 1)   # float32, written + read
+    total = w + kv + rebuilt
+    return {"weights": w, "kv": kv, "expanded": rebuilt, "total": total,
             "share": kv / total if total else 0.0}
 
 

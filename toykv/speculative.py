@@ -353,7 +353,7 @@ def verify_cost(config, context: int, k: int) -> dict:
     context = validate.count("context", context, 0)
     k = validate.count("k", k, 0, MAX_K)
     flops = forward_flops(config, k + 1, context)
-    nbytes = decode_step_bytes(config, context + k + 1, 1, 4, 4)["total"]
+    nbytes = decode_step_bytes(config, context + k + 1, 1, 4, 4, expanded=True)["total"]
     return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes}
 
 

@@ -74,7 +74,7 @@ def _float32_step_bytes(config: ModelConfig, context: int, kv_dtype: str = "floa
     value_bytes, scale_bytes = KV_DTYPE_BYTES[check_kv_dtype(kv_dtype)]
     check_absorb(config, absorb)
     return sizing.decode_step_bytes(config, context, 1, value_bytes, WEIGHT_BYTES, scale_bytes,
-                                    absorb=absorb)["total"]
+                                    expanded=not absorb)["total"]
 
 
 def decode_step_cost(config: ModelConfig, context: int, kv_dtype: str = "float32",
