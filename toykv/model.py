@@ -392,9 +392,9 @@ class ToyTransformer:
         k = apply_rope(k, cos, sin)
         # append to the cache: attend over all it holds, the new keys too
         if cache is None:
-            seen = self.alone(i, positions, k=k, v=v)   # these keys only, causally
+            seen = self.alone(i, positions, k=k, v=v)  # new keys only
         else:
-            seen = cache.append(i, k=k, v=v)        # keys, values, positions, mask
+            seen = cache.append(i, k=k, v=v)        # every key it holds
         k, v = seen.kv["k"], seen.kv["v"]           # [..., Tk, H_kv, d_h]
         # group the query heads: the G queries that share each KV head
         q = np.swapaxes(q, -3, -2)                  # [..., H, T, d_h]
@@ -404,7 +404,7 @@ class ToyTransformer:
         # attend: softmax(q k^T / sqrt(d_h)) v, over the keys a query sees
         scores = mm(q, np.swapaxes(k, -1, -2))      # [..., H_kv, G, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
-        p = self.softmax(scores, seen)              # 0 where seen.mask hides a key
+        p = self.softmax(scores, seen)              # 0 where the mask hides
         out = mm(p, v)                              # [..., H_kv, G, T, d_h]
         # project out: the heads side by side, through W_O
         out = out.reshape(*lead, H, T, hd)          # [..., H, T, d_h]
