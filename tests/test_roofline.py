@@ -271,12 +271,15 @@ def test_numpy_integers_are_counts():
     assert rf.measure_bandwidth(nbytes=np.int64(2**16), repeats=np.int64(1)) > 0
 
 
-def test_presets_hold_memory_in_gib():
-    # one unit for memory: a GPU sold with "80 GB" holds 80 GiB (chapter 4), and chapter 6
-    # and its self-checks size batches with these figures
-    assert rf.hardware("h100-sxm").memory_bytes == 80 * 2**30
-    assert rf.hardware("l4").memory_bytes == 24 * 2**30
-    assert all(hw.memory_bytes is None or hw.memory_bytes % 2**30 == 0
+def test_presets_hold_the_memory_the_cards_report():
+    # what nvidia-smi reports (thundergolfer2025gpumemory, modal2025gpumemory in references.bib),
+    # not the name's "80 GB" read as GB or as GiB: chapter 4 says so, chapter 6 sizes with it
+    MiB = 2**20
+    assert rf.hardware("a100-80gb-sxm").memory_bytes == 81_920 * MiB == 80 * 2**30
+    assert rf.hardware("h100-sxm").memory_bytes == 81_559 * MiB
+    assert 79 * 2**30 < rf.hardware("h100-sxm").memory_bytes < 80 * 2**30 < 86e9
+    assert rf.hardware("l4").memory_bytes == 23_034 * MiB
+    assert all(hw.memory_bytes is None or hw.memory_bytes % MiB == 0
                for hw in rf.HARDWARE.values())
 
 

@@ -11,8 +11,9 @@ from ._svg_plot import Marker, Series, loglog_svg
 from .size_report import PRECISIONS, VARIANTS, GiB
 
 UNITS_NOTE = ("Units: GiB = 2^30 bytes, KiB = 2^10; GB = 10^9 bytes (in brackets). GPU memory "
-              "is in GiB because a GPU sold as \"80 GB\" has 80 GiB: memory chips come in powers "
-              "of two. Bandwidths (GB/s, TB/s) are decimal.")
+              "is in GiB, as the card reports it (nvidia-smi's total), which its name does not "
+              "give: an A100 80GB reports 80 GiB, an H100 80GB 79.6 GiB, an H200 (\"141 GB\") "
+              "140.4 GiB. Bandwidths (GB/s, TB/s) are decimal.")
 
 # One line per term the calculator shows; chapter 4 meets them before the chapters that
 # develop them (chapter 7: MLA, sliding windows; chapter 8: KV share, MoE, hybrids).

@@ -6,8 +6,8 @@ from toykv.sizing; this module adds what only the calculator needs (the counterf
 attention variants, GPU memory in GiB, the curve against context) and checks every input
 with toykv.validate. (It lives beside the widget for now; it can move to toykv.sizing.)
 
-GPU memory is in GiB (2^30 bytes): a GPU sold as "80 GB" has 80 GiB of memory, because
-memory chips come in powers of two (book/notation.md). Bandwidths stay decimal (GB/s).
+GPU memory is in GiB (2^30 bytes), as the card reports it (nvidia-smi's total): an A100 80GB
+reports 80 GiB, an H100 80GB 79.6 GiB (book/notation.md). Bandwidths stay decimal (GB/s).
 """
 from __future__ import annotations
 

@@ -135,8 +135,8 @@ def size_calculator_html(calc) -> str:
         f"{_number('gpu_memory_gib', 'GPU memory (GiB)', st['gpu_memory_gib'], *GPU_MEMORY_GIB, 'any')}"
         f"</div><div class='toykv-controls'>"
         f"{_range('context', 'context (tokens per sequence)', index, len(CONTEXTS))}</div>"
-        "<div class='toykv-hint'>The batch and GPU memory apply on Enter. GiB = 2^30 bytes: a "
-        "GPU sold as \"80 GB\" has 80 GiB.</div>")
+        "<div class='toykv-hint'>The batch and GPU memory apply on Enter. GiB = 2^30 bytes, "
+        "as the card reports it: an A100 80GB 80, an H100 80GB 79.6.</div>")
     terms = "".join(f"<li><b>{s.esc(t)}</b>: {s.esc(x)}</li>" for t, x in TERMS)
     body = (controls + "<div data-part='message' role='status' aria-live='polite'></div>"
             "<div class='toykv-row'><div data-part='numbers' style='min-width:330px'></div>"
