@@ -247,3 +247,29 @@ def test_kvquant_measurements(kind):
         match = "holds every token"
     refused(cache, lambda: key_channel_spread(cache), match)
     refused(cache, lambda: key_error(cache, SCHEME), match)
+
+
+def test_runs_into_a_pool_refuse_up_front_when_its_blocks_cannot_hold_them():
+    """Several steps checked at once (issue 35): generate, fill_cache and timed steps into a
+    pool's sequence that would run out of blocks part-way change nothing."""
+    from toykv import paged, steptime
+    model = model_of("paged")
+    pool = model.new_paged_cache(3, BLOCK)                   # 12 tokens at most
+    seq = pool.new_sequence()
+    model.forward(ids(5), seq)
+    for call in (lambda: generate(model, [1, 2], 8, cache=seq),
+                 lambda: steptime.fill_cache(seq, 9),
+                 lambda: steptime.measure_step_seconds(model, seq, steps=9)):
+        before = snapshot(seq)
+        with pytest.raises(paged.OutOfBlocks):
+            call()
+        assert snapshot(seq) == before
+    seq.finish()
+    with pytest.raises(ValueError, match="finished"):
+        seq.stored(0, "k")
+
+
+def test_a_renumbered_cache_still_generates_a_token_at_a_time():
+    model = model_of("sinks")
+    cache = model.new_cache(policy=CachePolicy("sinks", 6, sinks=2, positions="renumbered"))
+    assert len(generate(model, [3], 10, cache=cache)) == 10 and len(cache) == 10

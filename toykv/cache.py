@@ -220,6 +220,9 @@ class KVCache:
         read-only (a view, or a copy for float16, int8, a wrapped ring and a paged layer)."""
         layer = validate.count("layer", layer, 0, self.config.n_layers - 1)
         validate.choice("name", name, self.names)
+        if self.finished:
+            raise ValueError("this cache is finished (a pool's sequence gave its blocks back): "
+                             "it holds nothing to read")
         rows = self.layers[layer].stored(name, self.length)
         rows = rows if self.batch else rows[0]
         rows.flags.writeable = False
@@ -231,6 +234,17 @@ class KVCache:
         finished cache, one past max_seq_len, a pool without the blocks. Changes nothing."""
         for layer in self.layers:                       # a pool's sequence says it first
             layer.check_step(self.length, T)
+        if self.finished:
+            raise ValueError("this cache is finished; start a new one")
+        if self.length + T > self.config.max_seq_len:
+            raise ValueError(f"cache full: {self.length} tokens + {T} new exceeds max_seq_len "
+                             f"{self.config.max_seq_len}")
+
+    def check_room(self, T: int):
+        """Refuse, before a run of several steps, T more tokens that would not fit however they
+        arrive (max_seq_len, a pool's free blocks); changes nothing."""
+        for layer in self.layers:
+            layer.check_room(self.length, T)
         if self.finished:
             raise ValueError("this cache is finished; start a new one")
         if self.length + T > self.config.max_seq_len:

@@ -57,7 +57,7 @@ def next_token_losses(model, token_ids, policy=None, chunk: int = 64, cache=None
         if len(cache) or policy is not None:
             raise ValueError("cache must be an empty cache (model.new_cache(...)), given "
                              "without a policy (the cache's own is used)")
-        cache.check_step(len(ids))      # room for the whole text (max_seq_len, blocks)
+        cache.check_room(len(ids))      # room for the whole text (max_seq_len, blocks)
     losses = []
     for start in range(0, len(ids), chunk):
         logits = model(ids[start:start + chunk], cache)                  # [T, |V|]

@@ -56,6 +56,8 @@ def check_run(model, prompt_ids, max_new_tokens: int, use_cache: bool = True,
         raise ValueError(f"{held}a {len(ids)}-token prompt and max_new_tokens={max_new_tokens} "
                          f"need {longest} positions, more than max_seq_len "
                          f"{model.config.max_seq_len}")
+    if cache is not None and longest > start:
+        cache.check_room(longest - start)       # room for the whole run (a pool's blocks)
     if cache is None and use_cache:
         cache = model.new_cache(kv_dtype=kv_dtype)
     return ids, cache, stops, start

@@ -40,6 +40,8 @@ def fill_cache(cache, tokens: int, seed: int = 0) -> None:
     if len(cache) + tokens > config.max_seq_len:
         raise ValueError(f"{len(cache)} cached + {tokens} tokens exceeds max_seq_len "
                          f"{config.max_seq_len}")
+    if tokens:
+        cache.check_room(tokens)             # room for all of them (a pool's blocks) up front
     rng = np.random.default_rng(validate.count("seed", seed, 0))
     block = {name: rng.standard_normal((FILL_CHUNK, *shape)).astype(np.float32)
              for name, shape in config.layers[0].entries}                 # [chunk, ...]
@@ -113,6 +115,8 @@ def measure_step_seconds(model, cache, steps: int = 7, token: int = 0) -> np.nda
     check_cache(cache)
     steps = validate.count("steps", steps, 1, MAX_STEPS)
     token = validate.count("token", token, 0, model.config.vocab_size - 1)
+    model.check_cache(cache, cache.batch)
+    cache.check_room(steps)                                # room for every step, up front
     ids = _ids([token], cache.batch)                       # [1] or [B, 1]
     seconds = np.empty(steps)
     for i in range(steps):

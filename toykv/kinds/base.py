@@ -116,6 +116,10 @@ class CacheLayer(Mapping):
         """Refuse, before any work, a step of T tokens after `start` this layer cannot take
         (a ValueError, or toykv.paged.OutOfBlocks); changes nothing."""
 
+    def check_room(self, start: int, T: int):
+        """Refuse, before any work, T more tokens after `start` however many steps bring them
+        (a pool too small for them); changes nothing."""
+
     def append(self, new: dict, start: int) -> Seen:
         """Stage the new tokens' entries [B, T, ...] after the `start` tokens gone by, and
         return what the step attends over. Invisible until commit."""

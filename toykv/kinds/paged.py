@@ -543,6 +543,8 @@ class PagedLayer(CacheLayer):
         if self.index == 0:                             # one table for every layer
             self.table.check(T)
 
+    check_room = check_step                             # T tokens take the same blocks
+
     def append(self, new: dict, start: int) -> Seen:
         """Write the new tokens [1, T, ...] into their slots; they attend over every position."""
         T = next(iter(new.values())).shape[1]
