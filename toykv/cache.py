@@ -234,17 +234,16 @@ class KVCache:
         finished cache, one past max_seq_len, a pool without the blocks. Changes nothing."""
         for layer in self.layers:                       # a pool's sequence says it first
             layer.check_step(self.length, T)
-        if self.finished:
-            raise ValueError("this cache is finished; start a new one")
-        if self.length + T > self.config.max_seq_len:
-            raise ValueError(f"cache full: {self.length} tokens + {T} new exceeds max_seq_len "
-                             f"{self.config.max_seq_len}")
+        self._check_open(T)
 
     def check_room(self, T: int):
         """Refuse, before a run of several steps, T more tokens that would not fit however they
         arrive (max_seq_len, a pool's free blocks); changes nothing."""
         for layer in self.layers:
             layer.check_room(self.length, T)
+        self._check_open(T)
+
+    def _check_open(self, T: int):
         if self.finished:
             raise ValueError("this cache is finished; start a new one")
         if self.length + T > self.config.max_seq_len:
