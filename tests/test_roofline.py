@@ -288,18 +288,18 @@ def test_measure_bandwidth_takes_whole_float32_values():
     assert rf.measure_bandwidth(nbytes=2**20 + 4, repeats=1) > 0
 
 
-def test_step_seconds_adds_each_parts_bound():
+def test_serial_min_seconds_adds_each_parts_bound():
     # part 1 compute-bound: 2e12 FLOPs at 200 TFLOP/s (10 ms) beat 1 GB at 1 TB/s (1 ms);
     # part 2 memory-bound: 0.5 TB at 1 TB/s (0.5 s) beat 1 TFLOP (5 ms)
-    assert LECTURE.step_seconds((2e12, 1e9), (1e12, 5e11)) == pytest.approx(0.51, rel=1e-12)
-    assert LECTURE.step_seconds((2e12, 1e9)) == LECTURE.min_seconds(2e12, 1e9)
+    assert LECTURE.serial_min_seconds((2e12, 1e9), (1e12, 5e11)) == pytest.approx(0.51, rel=1e-12)
+    assert LECTURE.serial_min_seconds((2e12, 1e9)) == LECTURE.min_seconds(2e12, 1e9)
     # one max over both parts together is never slower than one after the other
     assert LECTURE.min_seconds(3e12, 5.01e11) == pytest.approx(0.501, rel=1e-12)
     for bad in ((), ((1, 2, 3),), (5,)):
         with pytest.raises(ValueError, match="part"):
-            LECTURE.step_seconds(*bad)
+            LECTURE.serial_min_seconds(*bad)
     with pytest.raises(ValueError, match="flops"):
-        LECTURE.step_seconds((-1, 10))
+        LECTURE.serial_min_seconds((-1, 10))
 
 
 def test_critical_batch_is_the_ridge_in_bf16_and_half_in_int8():

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import make_model
 from toykv import ToyTransformer, source_toy, timing
-from toykv.bench import step_matrices
+from toykv.timing import step_matrices
 
 
 def test_best_seconds_calls_in_turns_forward_then_backward():

@@ -19,6 +19,7 @@ import numpy as np
 from . import validate
 from .config import check_config
 from .flops import attention_flops
+from .layers import ATTENTION
 
 MiB = 2**20
 REPORTED = ("the total nvidia-smi prints, references.bib: thundergolfer2025gpumemory and "
@@ -69,13 +70,13 @@ class Hardware:
         validate.number("nbytes", nbytes, allow_minimum=True)
         return max(flops / self.peak_flops, nbytes / self.bandwidth)
 
-    def step_seconds(self, *parts) -> float:
+    def serial_min_seconds(self, *parts) -> float:
         """Lower bound on a step whose parts run one after another, none overlapping the next:
         the sum of each part's min_seconds (parts: (flops, nbytes) pairs). With a decode step's
         cache and weights as the parts this is austin2025scaling's step-time model; min_seconds
         of the whole step instead assumes the parts overlap perfectly."""
         if not parts:
-            raise ValueError("step_seconds needs at least one (flops, nbytes) part")
+            raise ValueError("serial_min_seconds needs at least one (flops, nbytes) part")
         for part in parts:
             if not (isinstance(part, (tuple, list)) and len(part) == 2):
                 raise ValueError(f"each part must be a (flops, nbytes) pair, got {part!r}")
@@ -205,7 +206,8 @@ def attention_intensity(config, n_new: int, n_cached: int = 0, bytes_per_value=2
     n_new = validate.count("n_new", n_new, 1)
     n_cached = validate.count("n_cached", n_cached, 0)
     size = validate.number("bytes_per_value", bytes_per_value)
-    if any(spec.attention == "mla" or spec.kind == "linear" for spec, _ in config.layer_groups):
+    if any(ATTENTION[spec.attention].latent or spec.kind == "linear"
+           for spec, _ in config.layer_groups):
         raise ValueError("attention_intensity counts MHA, GQA and MQA layers only, got "
                          f"attention={config.attention!r}, layers {sorted(config.layer_kinds)}")
     values = 0

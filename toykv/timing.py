@@ -23,14 +23,15 @@ margin, and let the numbers choose the words for the rest.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
 import numpy as np
 
 from . import validate
-from .bench import step_matrices, tiny_like
-from .model import ToyTransformer
+from .config import ModelConfig
+from .model import Layer, ToyTransformer
 from .steptime import fill_cache
 
 MAX_ROUNDS = 1000                # more rounds than any comparison needs; refused before running
@@ -92,6 +93,25 @@ def prefill(model, prompt_len: int, seed: int = 0):
     return lambda: model.forward(prompt, model.new_cache())
 
 
+def step_matrices(model) -> list:
+    """The weight matrices one decode step multiplies, in order: each layer's fused products
+    and its other 2-D weights, then the output head."""
+    matrices = []
+    for layer in model.layers:
+        fused = {name for group in layer.fused for name in Layer.GROUPS[group]}
+        matrices += list(layer.fused.values())
+        matrices += [w for name, w in layer.items() if w.ndim == 2 and name not in fused]
+    return matrices + [model.embed.T if model.lm_head is None else model.lm_head]
+
+
+def tiny_like(config: ModelConfig) -> ModelConfig:
+    """config's layers (their number and kinds, window and context) with tiny matrices:
+    d_model 64, one head of 64, d_ff 128, vocab 256; MLA becomes plain attention."""
+    return dataclasses.replace(config, d_model=64, n_heads=1, n_kv_heads=1, head_dim=64,
+                               d_ff=128, vocab_size=256, attention=None, kv_lora_rank=None,
+                               rope_head_dim=None)
+
+
 def full_pass(model, length: int, seed: int = 0):
     """A runner of one forward pass of a random sequence of `length` tokens without a cache: a
     step of generation without a cache, which recomputes the whole sequence."""
@@ -113,7 +133,7 @@ def flush_caches(nbytes: int = FLUSH_BYTES) -> None:
 
 def weight_products(model):
     """A runner of a decode step's weight products alone: one row through every weight matrix
-    the step multiplies (toykv.bench.step_matrices), back to back, nothing in between."""
+    the step multiplies (step_matrices), back to back, nothing in between."""
     matrices = step_matrices(model)
     rows = {w.shape[0]: np.ones((1, w.shape[0]), np.float32) for w in matrices}   # [1, in]
 
@@ -125,10 +145,10 @@ def weight_products(model):
 
 def tiny_model(config) -> ToyTransformer:
     """A model with config's layers (their number, kinds and context) and tiny matrices
-    (toykv.bench.tiny_like): its decode step makes the same numpy calls as config's, on
+    (tiny_like): its decode step makes the same numpy calls as config's, on
     arrays so small that the calls themselves are nearly all it costs."""
     return ToyTransformer(tiny_like(config))
 
 
 __all__ = ["MAX_ROUNDS", "FLUSH_BYTES", "best_seconds", "decode_step", "prefill", "full_pass",
-           "weight_products", "flush_caches", "tiny_model"]
+           "weight_products", "flush_caches", "tiny_model", "step_matrices", "tiny_like"]

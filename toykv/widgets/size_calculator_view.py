@@ -5,6 +5,7 @@ module only formats it, writes the notes and draws the curve.
 """
 from __future__ import annotations
 
+from ..layers import ATTENTION
 from . import _style as s
 from ._svg_plot import Marker, Series, loglog_svg
 from .size_report import PRECISIONS, VARIANTS, GiB
@@ -145,8 +146,7 @@ def variants_html(r) -> str:
             shown = (row.label, "does not fit", "", "", "")
         else:
             label = f"as built ({row.attention.upper()})" if row.key == "as built" else row.label
-            heads = (f"latent {row.kv_lora_rank}+{row.rope_head_dim}" if row.attention == "mla"
-                     else str(row.n_kv_heads))
+            heads = ATTENTION[row.attention].heads_text(row)      # KV heads, or the latent
             share = "" if row.share_of_mha is None else f"{100 * row.share_of_mha:.1f}%"
             shown = (label, heads, s.binary_bytes(row.bytes_per_token, 1),
                      s.binary_bytes(row.batch_bytes), share)
