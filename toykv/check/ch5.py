@@ -15,7 +15,7 @@ from ..serving import decode_step_split
 from ..sizing import (decode_step_bytes, kv_cache_bytes, max_tokens_per_second, weight_bytes,
                       weight_bytes_read)
 from ..zoo import get
-from ._core import _say, answer_check, describe, plain
+from ._core import _say, answer_check, describe, not_a_function, plain, verdict_from_slips
 
 
 def ch5_ex1(answer):
@@ -160,12 +160,10 @@ EX5_HINTS = [
 def ch5_ex5(answer):
     """answer: your decode_bound(config, S, B, hw) function, compared with toykv's count
     (serving.decode_step_split) and roofline (Hardware.min_seconds) on several cases."""
-    if answer is None or answer is Ellipsis:
-        return answer_check(answer, "right")
-    if not callable(answer):
-        return _say(False, "Not right yet: answer should be your decode_bound function itself "
-                           f"(answer = decode_bound), got {describe(plain(answer))}.")
-    outcome = None
+    refused = not_a_function(answer, "decode_bound")
+    if refused is not None:
+        return refused
+    matched = []
     for config, S, B, hw in _ex5_cases():
         try:
             got = plain(answer(config, S, B, hw))
@@ -174,14 +172,9 @@ def ch5_ex5(answer):
         if isinstance(got, bool) or not isinstance(got, numbers.Real) or not math.isfinite(got):
             return _say(False, "Not right yet: decode_bound should return a number of tokens "
                                f"per second, got {describe(got)}.")
-        bounds = _ex5_bounds(config, S, B, hw)
-        fits = {name for name, value in bounds.items()
-                if math.isclose(got, value, rel_tol=1e-6)}
-        outcome = fits if outcome is None else outcome & fits
-    if "right" in outcome:
-        return answer_check("right", "right")
-    mistake = next((name for name, _ in EX5_HINTS if name in outcome), "other")
-    return answer_check(mistake, "right", hints=EX5_HINTS)
+        matched.append({name for name, value in _ex5_bounds(config, S, B, hw).items()
+                        if math.isclose(got, value, rel_tol=1e-6)})
+    return verdict_from_slips(matched, EX5_HINTS)
 
 
 __all__ = ["ch5_ex1", "ch5_ex2", "ch5_ex3", "ch5_ex4", "ch5_ex5"]

@@ -13,7 +13,7 @@ import numpy as np
 from ..longctx import crossover_context, depth_model, step_bytes
 from ..sizing import kv_cache_bytes, kv_share, relative_decode_speed, weight_bytes_read
 from ..zoo import get
-from ._core import _say, answer_check, describe, plain
+from ._core import _say, answer_check, describe, not_a_function, plain, verdict_from_slips
 
 GB, GiB = 10**9, 2**30
 
@@ -130,12 +130,10 @@ EX5_HINTS = [
 def ch8_ex5(answer):
     """answer: your two_bandwidths(weight_bytes, kv_bytes, seconds) function, run on step times
     made from bandwidths the check knows."""
-    if answer is None or answer is Ellipsis:
-        return answer_check(answer, "right")
-    if not callable(answer):
-        return _say(False, "Not right yet: answer should be your two_bandwidths function "
-                           f"itself (answer = two_bandwidths), got {describe(plain(answer))}.")
-    outcome = None
+    refused = not_a_function(answer, "two_bandwidths")
+    if refused is not None:
+        return refused
+    matched = []
     for w, kv, t, betas in _ex5_cases():
         try:
             got = plain(answer(w, kv.copy(), t.copy()))
@@ -147,13 +145,9 @@ def ch8_ex5(answer):
                 for x in got)):
             return _say(False, "Not right yet: two_bandwidths should return a pair of numbers "
                                f"(beta_weights, beta_kv), got {describe(got)}.")
-        fits = {name for name, pair in _ex5_slips(w, kv, t, betas).items()
-                if all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, pair))}
-        outcome = fits if outcome is None else outcome & fits
-    if "right" in outcome:
-        return answer_check("right", "right")
-    mistake = next((name for name, _ in EX5_HINTS if name in outcome), "other")
-    return answer_check(mistake, "right", hints=EX5_HINTS)
+        matched.append({name for name, pair in _ex5_slips(w, kv, t, betas).items()
+                        if all(math.isclose(a, b, rel_tol=1e-6) for a, b in zip(got, pair))})
+    return verdict_from_slips(matched, EX5_HINTS)
 
 
 __all__ = ["ch8_ex1", "ch8_ex2", "ch8_ex3", "ch8_ex4", "ch8_ex5"]
