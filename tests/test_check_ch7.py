@@ -130,7 +130,7 @@ def test_right_functions_pass(check, answer, capsys):
     (ch7_ex5, lambda *a: absorbed(*a, scale=a[0].shape[1]), "sqrt(d_h + d_h^R)"),
     (ch7_ex5, lambda *a: absorbed(*a, axis=0), "over the positions"),
     (ch7_ex5, lambda *a: absorbed(*a, heads_last=True), "(r, H, d_h)"),
-    (ch7_ex5, lambda *a: absorbed(*a, project=False), "W_UV^(h)"),
+    (ch7_ex5, lambda *a: absorbed(*a, project=False), "W_UV^(a)"),
     (ch7_ex5, lambda *a: np.zeros_like(a[0]), "q_lat"),
     (ch7_ex5, lambda *a: np.zeros(3), "shape (H, d_h)"),
     (ch7_ex5, lambda *a: 1 / 0, "ZeroDivisionError"),

@@ -227,7 +227,7 @@ def ch7_ex5(answer):
                      "or values. Absorb instead: fold W_UK into the query (q_nope W_UK^(a)T, r "
                      "values per head) and apply W_UV once, after the weighted sum of latents."),
         ("latent", "that is the weighted sum of latents, [H, r]: multiply each head's by its "
-                   "W_UV^(h) (r x d_h) to get its output."),
+                   "W_UV^(a) (r x d_h) to get its output."),
         ("no rope", "the score also has a rotary part: add q_rope . k_rope for every position "
                     "(one rotary key, shared by every head)."),
         ("scale", "the scores are scaled by 1 / sqrt(d_h + d_h^R): a query has both parts."),
@@ -235,8 +235,8 @@ def ch7_ex5(answer):
                   "over the heads."),
         ("layout", "head h's columns of W_UK and W_UV are h*d_h to (h+1)*d_h: reshape them to "
                    "(r, H, d_h), not (r, d_h, H)."),
-        ("other", "for each head: q_lat = W_UK^(h) q_nope^(h) (r values), scores = c_kv q_lat + "
-                  "k_rope q_rope^(h), softmax of the scaled scores, then (p c_kv) W_UV^(h)."),
+        ("other", "for each head: q_lat = W_UK^(a) q_nope^(a) (r values), scores = c_kv q_lat + "
+                  "k_rope q_rope^(a), softmax of the scaled scores, then (p c_kv) W_UV^(a)."),
     ])
 
 
