@@ -97,3 +97,23 @@ def test_pages_and_notebooks_map_to_their_chapter():
     assert a11y.chapter_of("/x/book/notebooks/12_keeping_less.ipynb") == "12_keeping_less"
     assert a11y.chapter_of("book/glossary.html") is None
     assert a11y.chapter_of("genindex.html") is None
+
+
+def test_the_browser_check_gates_a_page_by_the_same_pending_set():
+    """tests/browser_check.py judges a built page's <img> alts by the same rule and set."""
+    from browser_check import alt_texts
+
+    figure, hashed = "../_images/9992ffea.png", "../_images/9992ffea.png"
+    good = "Line plot of memory against context: it doubles as the context doubles."
+    logo = ("../_static/images/logo_binder.svg", "Binder logo")        # the theme's icon
+    pending = sorted(a11y.PENDING_ALT_CHAPTERS)
+    if pending:
+        problems, note = alt_texts([logo, (figure, hashed)], f"book/{pending[0]}.html")
+        assert problems == [] and "1 figures await alt text" in note
+        problems, _ = alt_texts([logo, (figure, good)], f"book/{pending[0]}.html")
+        assert len(problems) == 1 and "take it out of the set" in problems[0]
+    problems, _ = alt_texts([logo, (figure, hashed)], "book/99_not_pending.html")
+    assert len(problems) == 1 and "file name" in problems[0]
+    assert alt_texts([logo, (figure, good)], "book/99_not_pending.html") == ([], "")
+    problems, _ = alt_texts([("../_static/x.png", "x.png")], "book/glossary.html")
+    assert problems and "named by its file" in problems[0]
