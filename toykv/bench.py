@@ -381,28 +381,32 @@ def bench_variants(contexts=VARIANT_CONTEXTS):
     runs = [("MHA", "mha", False), ("GQA", "gqa", False), ("MQA", "mqa", False),
             ("MLA absorbed", "mla", True)]
     print(f"\n6. decode step per attention variant (chapter 7's toy: 4 layers, d_model 768, "
-          f"12 heads of 64, float32), one BLAS thread; the variants and the bandwidth's "
-          f"product timed in turns, best of {VARIANT_ROUNDS} (CPU time); bound = bytes moved "
-          f"/ that bandwidth; ratio = step / bound:")
+          f"12 heads of 64, float32), one BLAS thread; the variants and the bandwidth's and "
+          f"peak's products timed in turns, best of {VARIANT_ROUNDS} (CPU time); bound = bytes "
+          f"moved / that bandwidth; ratio = step / bound:")
     steps, nbytes = {}, {}
     for context in contexts:
         with blas_threads(1):
             runners = {label: decode_step(ToyTransformer(configs[key], absorb=absorb), context)
                        for label, key, absorb in runs}
             runners["bandwidth"], read = bandwidth_runner()
+            runners["peak"], flops = peak_runner()
             best = best_seconds(runners, rounds=VARIANT_ROUNDS)
         del runners
-        bandwidth = read / best.pop("bandwidth")
+        bandwidth, peak = read / best.pop("bandwidth"), flops / best.pop("peak")
         steps[context] = best
+        print(f"   {context:,} tokens: bandwidth {bandwidth / 1e9:.1f} GB/s, matmul peak "
+              f"{peak / 1e9:.0f} GFLOP/s (ridge {peak / bandwidth:.1f} FLOP/byte)")
         for label, key, absorb in runs:
             nbytes[context, label] = decode_step_bytes(configs[key], context,
                                                        absorb=absorb)["total"]
             bound = nbytes[context, label] / bandwidth
+            roof = max(bound, cached_step_flops(configs[key], context, absorb) / peak)
             ratio = best[label] / bound
-            print(f"   {context:6,} tokens  {label:13} {nbytes[context, label] / 1e6:5.0f} MB  "
-                  f"step {best[label] * 1e3:6.1f} ms  bound {bound * 1e3:6.1f} ms at "
-                  f"{bandwidth / 1e9:4.1f} GB/s -> {ratio:.2f}x  "
-                  f"{target(ratio, VARIANT_TARGET, higher_is_better=False)}")
+            print(f"     {label:13} {nbytes[context, label] / 1e6:5.0f} MB  step "
+                  f"{best[label] * 1e3:6.1f} ms  bound {bound * 1e3:6.1f} ms -> {ratio:.2f}x  "
+                  f"{target(ratio, VARIANT_TARGET, higher_is_better=False)}; roofline (FLOPs "
+                  f"at peak too) {roof * 1e3:5.1f} ms -> {best[label] / roof:.2f}x")
     last = contexts[-1]
     ratio = steps[last]["GQA"] / steps[last]["MHA"]
     print(f"   GQA's step / MHA's at {last:,} tokens: {ratio:.2f} (bytes "
@@ -413,7 +417,7 @@ def bench_variants(contexts=VARIANT_CONTEXTS):
         bandwidth = roofline.measure_bandwidth()
     seconds = float(step_time_curve(model, [last], steps=3, threads=1)[0])
     moved = decode_step_bytes(configs["mla"], last)["total"]
-    print(f"   {last:6,} tokens  MLA expanded  {moved / 1e6:5.0f} MB  step {seconds * 1e3:6.1f} ms"
+    print(f"   {last:,} tokens, MLA expanded  {moved / 1e6:5.0f} MB  step {seconds * 1e3:6.1f} ms"
           f"  bound {moved / bandwidth * 1e3:6.1f} ms at {bandwidth / 1e9:4.1f} GB/s -> "
           f"{seconds / (moved / bandwidth):.2f}x (median of 3 steps, alone; information)")
 
