@@ -5,7 +5,8 @@ import pytest
 from conftest import BASE, config, make_model
 
 from toykv import ModelConfig
-from toykv.bench import fixed_cost, step_matrices, tiny_like
+from toykv.bench import fixed_cost
+from toykv.timing import step_matrices, tiny_like
 
 
 @pytest.mark.parametrize("name, changes", [("mha", {}), ("gqa", {}), ("mla_absorbed", {}),
@@ -61,12 +62,20 @@ def test_rows_runner_repeats_the_same_step():
         assert seen[-2:] == [(shape, 12), (shape, 12)]
 
 
-def test_products_runner_multiplies_every_step_matrix_by_the_rows():
+def test_products_runner_takes_the_models_few_row_product(monkeypatch):
+    """Every step matrix once per call, as the model multiplies it: a few rows go through
+    Ops.matmul's blocked product (what a batch or a verify step runs); the model's own FLOP
+    count is left alone."""
+    import toykv.ops as ops
     from toykv.bench import products_runner
     model = make_model("mha")
+    calls = []
+    monkeypatch.setattr(ops, "blocked_matmul", lambda a, b: calls.append(a.shape) or a @ b)
     flops = model.flops
-    products_runner(model, rows=3)()
-    assert model.flops - flops == 2 * 3 * sum(w.size for w in step_matrices(model))
+    products_runner(model, 3)()
+    products_runner(model, 1)()
+    assert calls == [(3, w.shape[0]) for w in step_matrices(model)]
+    assert model.flops == flops
 
 
 def test_target_and_sections():

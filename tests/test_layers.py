@@ -3,12 +3,13 @@ variants and steptime. Expected values are written out by hand from the shapes (
 from the description itself), and each reader is checked against the description it reads.
 """
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from conftest import BASE, VARIANTS, config, make_model
 
-from toykv import ModelConfig, flops, sizing, source_toy
+from toykv import ModelConfig, ToyTransformer, flops, sizing, source_toy
 from toykv.layers import KV_DTYPE_BYTES, check_absorb, check_kv_dtype, describe, groups
 from toykv.model import weight_shapes
 
@@ -125,3 +126,33 @@ def test_absorb_is_a_bool_and_for_mla_only():
     with pytest.raises(ValueError, match="absorb=True is for attention='mla' only"):
         check_absorb(source_toy(), True)
 
+
+
+# -- the attention kind is described once (toykv.layers.ATTENTION) ------------------------------
+def test_the_attention_kind_is_branched_on_in_few_files():
+    """A new attention kind is its AttentionKind entry (and its forward, config fields and
+    tests): code elsewhere reads the description instead of comparing names with 'mla'."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent / "toykv"
+    pattern = re.compile(r"""[!=]==?\s*["']mla["']|["']mla["']\s*[!=]==?""")
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                   if p.suffix in (".py", ".js") and pattern.search(p.read_text()))
+    assert len(files) <= 3, files
+    assert pattern.search("if config.attention == 'mla':") and pattern.search('x === "mla"')
+
+
+def test_every_attention_kind_describes_what_others_read():
+    from toykv.layers import ATTENTION
+    from toykv.sizing import kv_projection_params
+    from toykv.variants import with_attention
+    base = config("mha")
+    for name, kind in ATTENTION.items():
+        swapped = with_attention(base, name, n_kv_heads=2, kv_lora_rank=8, rope_head_dim=4)
+        spec = swapped.layers[0]
+        assert swapped.attention == name and kind.label == name.upper()
+        assert set(kind.projections) <= set(spec.weight_shapes)          # sizing reads them
+        assert callable(getattr(ToyTransformer, kind.forward))
+        assert (kind.heads_text(swapped) == str(swapped.n_kv_heads)) != kind.latent
+        shared = kv_projection_params(replace(swapped, n_layers=2), kv_sharing=2)
+        assert shared == sum(np.prod(spec.weight_shapes[w]) for w in kind.projections)

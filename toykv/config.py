@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from . import layers, validate
 
-ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla")
+ATTENTION_KINDS = tuple(layers.ATTENTION)     # 'mha', 'gqa', 'mqa', 'mla'
 LAYER_KINDS = ("full", "sliding", "linear")
 MAX_LAYERS = 100_000          # far above any published model; refuses typos like 10**8
 

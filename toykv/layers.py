@@ -140,7 +140,7 @@ class LayerSpec:
         return sum(self.weight_shapes[name][1] for name in per_key)
 
 
-# -- the attention kinds: their cache entries, weights and attention core ------------------
+# -- the attention kinds, each described once ------------------------------------------------
 def _kv_heads(c) -> dict:
     """MHA, GQA, MQA: H_kv heads of keys and values, each of d_h values."""
     D, H, Hkv, hd = c.d_model, c.n_heads, c.n_kv_heads, c.head_dim
@@ -156,23 +156,74 @@ def _latent(c) -> dict:
                          ("w_uk", (r, H * hd)), ("w_uv", (r, H * hd))))
 
 
-ATTENTION_FORMS = {"mha": _kv_heads, "gqa": _kv_heads, "mqa": _kv_heads, "mla": _latent}
+def _heads_core(spec, absorb: bool) -> tuple[tuple, int, int]:
+    return (), spec.head_dim, spec.head_dim
 
 
-def _attention_core(spec: LayerSpec, absorb: bool) -> tuple[tuple, int, int]:
-    """(weights applied to every cached key, values per score, values per weighted sum)."""
-    if spec.attention != "mla":
-        return (), spec.head_dim, spec.head_dim
+def _latent_core(spec, absorb: bool) -> tuple[tuple, int, int]:
     r, rd = spec.entry_shapes["c_kv"][0], spec.entry_shapes["k_rope"][0]
     if absorb:              # scores against the latent and the rotary key; sums of latents
         return (), r + rd, r
     return ("w_uk", "w_uv"), spec.head_dim + rd, spec.head_dim      # keys, values rebuilt
 
 
+@dataclass(frozen=True)
+class AttentionKind:
+    """One attention kind, described once: everything toykv, its sizing and its widgets need.
+
+    name: config.attention; label: what a table or widget calls it; form: config -> its cache
+    entries, RoPE width and weights; core: (spec, absorb) -> (weights applied to every cached
+    key, values per score, values per weighted sum); forward: the ToyTransformer method that
+    runs it; projections: the weights that make its cache entries (a layer that reuses another's
+    keys and values has none of them); fields: the config fields only it takes;
+    kv_heads: config -> its n_kv_heads when swapped to it (None: the given n_kv_heads; MLA
+    has none of its own); latent: it caches a latent rather than keys and values per KV head
+    (what an absorbed form and a widget's 'latent r+d' need); cached: what its cache rows
+    hold, in words."""
+    name: str
+    label: str
+    form: object
+    core: object
+    forward: str
+    projections: tuple = ("wk", "wv")
+    fields: tuple = ()
+    kv_heads: object = None
+    latent: bool = False
+    cached: str = "K or V"
+
+    def heads_text(self, config) -> str:
+        """What one token caches per layer, for a table: its KV heads, or 'latent r+d'."""
+        if self.latent:
+            return f"latent {config.kv_lora_rank}+{config.rope_head_dim}"
+        return str(config.n_kv_heads)
+
+
+_HEADS = dict(form=_kv_heads, core=_heads_core, forward="attention")
+ATTENTION = {
+    "mha": AttentionKind("mha", "MHA", kv_heads=lambda c: c.n_heads, **_HEADS),
+    "gqa": AttentionKind("gqa", "GQA", **_HEADS),
+    "mqa": AttentionKind("mqa", "MQA", kv_heads=lambda c: 1, **_HEADS),
+    "mla": AttentionKind("mla", "MLA", _latent, _latent_core, "mla_attention",
+                         projections=("w_dkv", "kv_norm"),
+                         fields=("kv_lora_rank", "rope_head_dim"), latent=True,
+                         cached="latent c_kv or rotary key k_rope"),
+}
+
+
+def attention_kind(config) -> AttentionKind:
+    """The description of config's attention kind (ATTENTION[config.attention])."""
+    return ATTENTION[config.attention]
+
+
+def _attention_core(spec: LayerSpec, absorb: bool) -> tuple[tuple, int, int]:
+    """(weights applied to every cached key, values per score, values per weighted sum)."""
+    return ATTENTION[spec.attention].core(spec, absorb)
+
+
 def describe(config) -> tuple[LayerSpec, ...]:
     """One LayerSpec per layer of config (layers of the same kind share one object)."""
     c = config
-    form = ATTENTION_FORMS[c.attention](c)
+    form = ATTENTION[c.attention].form(c)
     D, F, H, hd = c.d_model, c.d_ff, c.n_heads, c.head_dim
     weights = (("attn_norm", (D,)), ("mlp_norm", (D,)), ("w_gate", (D, F)), ("w_up", (D, F)),
                ("w_down", (F, D)), ("wo", (H * hd, D))) + form["weights"]
@@ -210,11 +261,12 @@ def check_kv_dtype(kv_dtype) -> str:
 def check_absorb(config, absorb) -> bool:
     """absorb as a bool: MLA's absorbed form (deepseek2024v2, section 2.1), for MLA only."""
     validate.flag("absorb", absorb)
-    if absorb and config.attention != "mla":
-        raise ValueError(f"absorb=True is for attention='mla' only (its absorbed form), got "
-                         f"attention={config.attention!r}")
+    if absorb and not ATTENTION[config.attention].latent:
+        latent = " or ".join(repr(k.name) for k in ATTENTION.values() if k.latent)
+        raise ValueError(f"absorb=True is for attention={latent} only (its absorbed form), "
+                         f"got attention={config.attention!r}")
     return absorb
 
 
 __all__ = ["LayerSpec", "describe", "groups", "check_kv_dtype", "check_absorb",
-           "KV_DTYPE_BYTES", "ATTENTION_FORMS"]
+           "KV_DTYPE_BYTES", "AttentionKind", "ATTENTION", "attention_kind"]

@@ -16,91 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import validate
-from .cache import KVCache, check_cache
+from .cache import KVCache, check_cache, new_pool
 from .config import ModelConfig, check_config
-from .layers import RESIDUAL_OUTPUTS, check_absorb
+from .kinds.base import Seen
+from .layers import RESIDUAL_OUTPUTS, attention_kind, check_absorb
 from .ops import Ops
-from .paged import BlockPool
+from .rope import RopeTable, apply_rope, rope_cos_sin  # noqa: F401  (toykv.model.apply_rope)
 from .sizing import param_count
-
-
-def rope_cos_sin(positions, head_dim: int, theta: float):
-    """cos and sin of RoPE's angles at `positions`: [len(positions), head_dim] each.
-
-    Position p turns pair (i, i + d_h/2) by p / theta^(2i/d_h), the d_h/2 angles repeated
-    twice as Hugging Face's Llama lays them out. Built for the positions asked for only.
-    """
-    head_dim = int(head_dim)      # a plain int keeps the division in float32, as in HF
-    inv_freq = (1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32)
-                                / head_dim)).astype(np.float32)          # [d_h/2]
-    freqs = np.asarray(positions).astype(np.float32)[:, None] * inv_freq  # [T, d_h/2]
-    angles = np.concatenate([freqs, freqs], axis=-1).astype(np.float64)
-    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-
-
-class RopeTable:
-    """model.cos or model.sin as if a [max_seq_len, d] table. `table[positions]` keeps the rows
-    of positions 0, 1, 2, ... built so far and extends them by doubling as a sequence grows, so
-    a decode step just indexes; a position far beyond them is computed alone. A config with
-    10**8 positions allocates nothing up front."""
-
-    def __init__(self, part: int, n_positions: int, head_dim: int, theta: float):
-        self.part, self.n_positions, self.head_dim, self.theta = part, n_positions, head_dim, theta
-        self._rows = np.zeros((0, head_dim), np.float32)       # positions 0..len-1, built
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (self.n_positions, self.head_dim)
-
-    def __len__(self) -> int:
-        return self.n_positions
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):                  # forward's case: positions start..stop-1
-            start, stop, step = index.indices(self.n_positions)
-            if step == 1 and self._extend(stop, max(stop - start, 0)):
-                return self._rows[start:stop].copy()
-            positions = np.arange(start, stop, step)
-        else:
-            positions = np.asarray(index)
-            if positions.dtype.kind not in "iu":
-                raise IndexError(f"RoPE table positions must be integers, got {positions.dtype}")
-            if positions.size and (positions.min() < -self.n_positions
-                                   or positions.max() >= self.n_positions):
-                raise IndexError(f"position outside [0, max_seq_len={self.n_positions})")
-            positions = positions % self.n_positions
-        if not positions.size or self._extend(int(positions.max()) + 1, positions.size):
-            return self._rows[positions]
-        rows = rope_cos_sin(positions.ravel(), self.head_dim, self.theta)[self.part]
-        return rows.reshape(*positions.shape, self.head_dim)   # far positions: computed alone
-
-    def _extend(self, need: int, asked: int) -> bool:
-        """Build rows 0..need-1 if that costs at most about twice what is built or asked for
-        (a growing sequence, a prefill); True when rows 0..need-1 are there."""
-        if need <= len(self._rows):
-            return True
-        if need > 2 * max(len(self._rows), asked, 128):
-            return False
-        n = min(self.n_positions, max(need, 2 * len(self._rows), 256))
-        self._rows = rope_cos_sin(np.arange(n), self.head_dim, self.theta)[self.part]
-        return True
-
-    def copy(self) -> np.ndarray:
-        """The whole table as a plain [max_seq_len, d] array, to edit (chapter 3 plants a bug)."""
-        return np.array(self)
-
-    def __array__(self, dtype=None, copy=None):
-        validate.fits_in_memory("the whole RoPE table", 16 * self.n_positions * self.head_dim,
-                                "index it with the positions you need instead")
-        table = self[:]
-        return table if dtype is None else table.astype(dtype)
-
-
-def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Rotate pairs (i, i + d/2) of x [..., T, d] by each position's angle (cos, sin [T, d])."""
-    half = x.shape[-1] // 2
-    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)   # rotate_half
-    return x * cos + rotated * sin
+from .watch import AttentionWatch
 
 
 def weight_layout(w: np.ndarray) -> np.ndarray:
@@ -270,6 +193,7 @@ class ToyTransformer:
             self.embed, self.final_norm = given["embed"], given["final_norm"]
             self.layers = [Layer(layer) for layer in given["layers"]]
             self.lm_head = given["lm_head"]
+        self._watching = {}                         # layer -> an AttentionWatch recording it
         rope_dim = config.layers[0].rope_dim
         self.cos = RopeTable(0, config.max_seq_len, rope_dim, config.rope_theta)
         self.sin = RopeTable(1, config.max_seq_len, rope_dim, config.rope_theta)
@@ -310,9 +234,10 @@ class ToyTransformer:
 
     @property
     def attend(self):
-        """The attention form of this model's layers: attention (H_kv heads of keys and values)
-        or mla_attention (MLA's latent), as its config says."""
-        return self.mla_attention if self.config.attention == "mla" else self.attention
+        """The attention form of this model's layers, as its attention kind says
+        (toykv.layers.ATTENTION): attention (H_kv heads of keys and values) or mla_attention
+        (MLA's latent)."""
+        return getattr(self, attention_kind(self.config).forward)
 
     @property
     def exact(self) -> bool:
@@ -324,19 +249,20 @@ class ToyTransformer:
         return self.ops.flops
 
     def new_cache(self, batch: int | None = None, kv_dtype: str = "float32",
-                  capacity: int | None = None, policy=None) -> KVCache:
+                  capacity: int | None = None, policy=None, quant=None, pool=None) -> KVCache:
         """An empty cache for this model: one sequence (batch=None) or B sequences (batch=B).
         capacity: positions to allocate per layer now (default max_seq_len; it grows).
-        policy: what it keeps (a toykv.CachePolicy; default every token)."""
-        cache = KVCache(self.config, batch, kv_dtype, capacity, policy)
+        policy: what it keeps (a toykv.CachePolicy; default every token); quant: quantized
+        storage (a toykv.kvquant.QuantScheme); pool: a BlockPool whose blocks it uses."""
+        cache = KVCache(self.config, batch, kv_dtype, capacity, policy, quant, pool)
         cache._claim(self)
         return cache
 
     def new_paged_cache(self, num_blocks: int, block_size: int = 16,
-                        kv_dtype: str = "float32") -> BlockPool:
+                        kv_dtype: str = "float32"):
         """A pool of num_blocks blocks of block_size tokens for many sequences of this model
         (toykv.paged): pool.new_sequence() gives each one a cache forward accepts."""
-        return BlockPool(self, num_blocks, block_size, kv_dtype)
+        return new_pool(self, num_blocks, block_size, kv_dtype)
 
     # -- forward ----------------------------------------------------------------
     def forward(self, token_ids, cache: KVCache | None = None) -> np.ndarray:
@@ -357,8 +283,8 @@ class ToyTransformer:
             4 * B * self.config.n_heads * T * (start + T),                # [B, H, T, Tk] float32
             "feed a long sequence in chunks through a cache")
         if cache is not None:
+            cache.check_step(T)                       # a finished sequence, too few blocks
             cache._claim(self)                        # every check passed: now it is ours
-            cache.begin_step(ids)                     # a paged cache finds its blocks here
         positions = np.arange(start, start + T)
         rope = self.cos[start:start + T], self.sin[start:start + T]      # [T, d], every layer
         x = self.embed[ids if batched else ids[0]]                       # [..., T, D]
@@ -374,7 +300,7 @@ class ToyTransformer:
                 cache.discard()
             raise
         if cache is not None:
-            cache.advance(T)
+            cache.advance(T, ids if batched else ids[0])
         x = self.rms_norm(x, self.final_norm)
         head = self.embed.T if self.lm_head is None else self.lm_head    # [D, |V|]
         return self.ops.matmul(rows(x), head).reshape(*x.shape[:-1], -1)   # [..., T, |V|]
@@ -471,10 +397,11 @@ class ToyTransformer:
         q = apply_rope(q, cos, sin)
         k = apply_rope(k, cos, sin)
         # append to the cache: attend over all it holds, the new keys too
-        key_pos = positions                         # [Tk]
-        if cache is not None:
-            kv, key_pos = cache.append(i, k=k, v=v)
-            k, v = kv["k"], kv["v"]                 # [..., Tk, H_kv, d_h]
+        if cache is None:
+            seen = self.alone(i, positions, k=k, v=v)  # new keys only
+        else:
+            seen = cache.append(i, k=k, v=v)        # every key it holds
+        k, v = seen.kv["k"], seen.kv["v"]           # [..., Tk, H_kv, d_h]
         # group the query heads: the G queries that share each KV head
         q = np.swapaxes(q, -3, -2)                  # [..., H, T, d_h]
         q = q.reshape(*lead, Hkv, G, T, hd)         # [..., H_kv, G, T, d_h]
@@ -483,9 +410,7 @@ class ToyTransformer:
         # attend: softmax(q k^T / sqrt(d_h)) v, over the keys a query sees
         scores = mm(q, np.swapaxes(k, -1, -2))      # [..., H_kv, G, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
-        p = self.softmax(scores, self.mask(positions, key_pos, i, cache))
-        if cache is not None:
-            cache.attended(i, p)                    # chapter 12's policies
+        p = self.softmax(scores, seen)              # 0 where the mask hides
         out = mm(p, v)                              # [..., H_kv, G, T, d_h]
         # project out: the heads side by side, through W_O
         out = out.reshape(*lead, H, T, hd)          # [..., H, T, d_h]
@@ -512,11 +437,12 @@ class ToyTransformer:
         q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
         k_rope = apply_rope(ckv[:, r:].reshape(*lead, T, rd), cos, sin)  # [..., T, d_h^R] shared
         # append to the cache: the latent and the rotary key of every position held
-        key_pos = positions
-        if cache is not None:
-            kv, key_pos = cache.append(i, c_kv=c_kv, k_rope=k_rope)
-            c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [..., Tk, r], [.., d_h^R]
-        Tk = len(key_pos)
+        if cache is None:
+            seen = self.alone(i, positions, c_kv=c_kv, k_rope=k_rope)   # these only, causally
+        else:
+            seen = cache.append(i, c_kv=c_kv, k_rope=k_rope)            # + positions, mask
+        c_kv, k_rope = seen.kv["c_kv"], seen.kv["k_rope"]                # [..., Tk, r], [.., d_h^R]
+        Tk = len(seen.positions)
         # attend: every head scores the shared rotary keys (and, absorbed, the latents)
         rope_scores = mm(q_rope, np.swapaxes(k_rope, -1, -2)[..., None, :, :])  # [.., H, T, Tk]
         if self.absorb:      # fold W_UK into the query, score against the latent itself
@@ -530,9 +456,7 @@ class ToyTransformer:
             scores = mm(q_nope, np.swapaxes(k_nope, -1, -2))             # [..., H, T, Tk]
         scores = scores + rope_scores
         scores *= np.float32(1 / np.sqrt(hd + rd))
-        p = self.softmax(scores, self.mask(positions, key_pos, i, cache))  # [..., H, T, Tk]
-        if cache is not None:
-            cache.attended(i, p)                                         # a policy's (H2O)
+        p = self.softmax(scores, seen)                                   # [..., H, T, Tk]
         if self.absorb:      # the weighted sum of latents, then W_UV per head
             w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, d_h]
             out = mm(mm(p, c_kv[..., None, :, :]), w_uv)                 # [..., H, T, d_h]
@@ -542,20 +466,42 @@ class ToyTransformer:
         out = np.swapaxes(out, -3, -2)                                   # [..., T, H, d_h]
         return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
 
-    def mask(self, positions, key_pos, layer, cache=None):
+    def alone(self, layer: int, positions, **new: np.ndarray) -> Seen:
+        """What a step without a cache attends over in layer `layer`: its own keys and values
+        (new: [..., T, ...] per name), causally (and inside a sliding window)."""
+        name, shape = self.config.layers[layer].entries[0]
+        value = new[name]                                   # [T, ...] or [B, T, ...]
+        batch = value.shape[0] if value.ndim > len(shape) + 1 else None
+        return Seen(new, positions, self.mask(positions, positions, layer), positions,
+                    layer=layer, batch=batch)
+
+    def mask(self, positions, key_pos, layer):
         """Bool [T, Tk]: True where a query position may see a key position (causal, and inside
         a sliding window); None when every query sees every key (a decode step of a full
-        layer), as the layer's LayerSpec says, narrowed by a cache's policy."""
-        allowed = self.config.layers[layer].allowed(positions, key_pos)
-        return allowed if cache is None else cache.narrow(layer, positions, allowed)
+        layer), as the layer's LayerSpec says."""
+        return self.config.layers[layer].allowed(positions, key_pos)
 
-    def softmax(self, scores, allowed=None):
-        """Softmax over the last axis where allowed (elsewhere 0; None: everywhere). Works in
-        place on scores."""
+    def softmax(self, scores, seen=None):
+        """Softmax over the last axis where `seen` lets a query see a key (elsewhere 0): seen is
+        a Seen (its mask), a bool mask [T, Tk], or None (everywhere). Works in place on scores.
+        A Seen's weights are then shown to whoever asked for them: its cache layer (H2O counts
+        them) and anyone watching that layer (watch_attention)."""
+        allowed = seen.mask if isinstance(seen, Seen) else seen
         if allowed is not None:
             np.copyto(scores, np.float32(-np.inf), where=~allowed)
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= self.ops.sum_last(scores)
+        if isinstance(seen, Seen):
+            if seen.observe is not None:
+                seen.observe(scores)
+            if seen.layer in self._watching:
+                self._watching[seen.layer].see(scores, seen)
         return scores
 
+    def watch_attention(self, layer: int = 0) -> AttentionWatch:
+        """Record layer `layer`'s attention weights during forward passes: `with
+        model.watch_attention(0) as watch: model.forward(...)`, then watch.steps (one
+        AttentionStep per pass: weights [H, T, Tk] ([B, H, T, Tk]), queries [T], keys [Tk])."""
+        layer = validate.count("layer", layer, 0, self.config.n_layers - 1)
+        return AttentionWatch(self, layer)

@@ -110,7 +110,7 @@ def fixed_order_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     batch = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
     if batch * a.shape[-2] * b.shape[-1] <= FEW_OUTPUTS:
         terms = a[..., :, None, :] * np.swapaxes(b, -1, -2)[..., None, :, :]  # [..., m, n, k]
-        return np.cumsum(terms, axis=-1)[..., -1]
+        return np.ascontiguousarray(np.cumsum(terms, axis=-1)[..., -1])   # [..., m, n]
     b = np.ascontiguousarray(b)                         # its rows are read one by one
     out = a[..., :, 0:1] * b[..., 0:1, :]               # [..., m, n]
     for i in range(1, k):                               # fixed order: term 0, 1, 2, ...
