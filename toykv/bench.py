@@ -20,7 +20,8 @@ Prints the machine and then
 9. speculative decoding on SmolLM2-135M-Instruct (the GGUF, chapter 11): prompt lookup on a
    task that quotes its prompt and on one that does not, speed-up over plain decoding (timed
    in turns, best of each) and acceptance, the same tokens asserted,
-10. a paged decode step against the contiguous one (blocks of 4, 16 and 64),
+10. a paged decode step against the contiguous one (blocks of 4, 16 and 64; blocks in a row,
+   and interleaved with another sequence's),
 11. a forward of a few rows over a cache (2-8 tokens of one sequence, as a verify step or a
    short chunk; one token of 2-8 sequences, a batch) against a one-row decode step, timed in
    turns on one BLAS thread, with the counted intensity against the measured ridge.
@@ -553,23 +554,45 @@ def bench_paged():
     same context, one forward per sequence for both, timed in turns (CPU time, best of 5)."""
     from .config import decode_toy
     from .paged import decode_step_runner
+    from .steptime import blas_threads
     from .timing import best_seconds, decode_step
     model = ToyTransformer(decode_toy(max_seq_len=PAGED_CONTEXT + 128), seed=0)
     print(f"\n10. paged against contiguous KV cache, decode at {PAGED_CONTEXT:,} tokens, "
-          "chapters 5 and 6's decode toy (float32), one forward per sequence, timed in turns, "
-          "best of 5 (CPU time); ratio = paged / contiguous step time:")
+          "chapters 5 and 6's decode toy (float32), one forward per sequence, one BLAS thread, "
+          "timed in turns, best of 5 (CPU time); ratio = paged / contiguous step time:")
     for B in PAGED_BATCHES:
         blocks = PAGED_BLOCKS if B == 1 else (16,)
         contiguous = [decode_step(model, PAGED_CONTEXT, seed=b) for b in range(B)]
         runs = {"contiguous": lambda c=contiguous: [step() for step in c]}
         for size in blocks:
             runs[size] = decode_step_runner(model, PAGED_CONTEXT, block_size=size, sequences=B)
-        best = best_seconds(runs)
+        if B == 1:
+            for size in (16, 64):
+                runs[f"{size}, interleaved"] = interleaved_runner(model, PAGED_CONTEXT, size)
+        with blas_threads(1):
+            best = best_seconds(runs)
         cells = ", ".join(f"blocks of {size}: {best[size] / best['contiguous']:.2f}"
                           + (f" {target(best[size] / best['contiguous'], PAGED_TARGET, False)}"
-                             if size in (16, 64) else "") for size in blocks)
+                             if size in (16, 64) or isinstance(size, str) else "")
+                          for size in runs if size != "contiguous")
         print(f"   {B} sequence{'s' if B > 1 else ''}: contiguous {best['contiguous'] * 1e3:.1f}"
               f" ms a step; {cells}")
+    print("   (a sequence's blocks handed out in a row are read in place; 'interleaved': its "
+          "blocks alternate with another sequence's, so a step gathers them into one copy)")
+
+
+def interleaved_runner(model, context: int, block_size: int, calls: int = 64):
+    """A runner of one paged decode step of a sequence whose blocks alternate in the pool with
+    another sequence's (the two filled a block at a time, in turns), so its reads gather."""
+    from .steptime import fill_cache
+    per_sequence = -(-(context + calls) // block_size)
+    pool = model.new_paged_cache(2 * per_sequence, block_size)
+    seqs = [pool.new_sequence(), pool.new_sequence()]
+    for done in range(0, context - 1, block_size):
+        for seq in seqs:
+            fill_cache(seq, min(block_size, context - 1 - done))
+    token = np.zeros(1, dtype=np.int64)
+    return lambda: model.forward(token, seqs[0])
 
 
 ROWS_CONTEXT, ROWS, ROW_BATCHES, ROWS_ROUNDS = 512, (2, 3, 5, 8), (2, 4, 8), 5
