@@ -490,6 +490,18 @@ class BlockTable:
         self._set_slots()
 
 
+def take_blocks(array: np.ndarray, blocks: np.ndarray, axis: int) -> np.ndarray:
+    """array's blocks `blocks` along `axis`, in their order: a view where they sit side by side
+    in the pool (a sequence whose blocks were handed out in a row), else one copy laid out in
+    that order (np.take; indexing array[:, blocks] lays its copy out block-first, and the
+    reshape after it copied everything a second time)."""
+    if len(blocks) and (np.diff(blocks) == 1).all():                # one run of blocks
+        index = [slice(None)] * array.ndim
+        index[axis] = slice(int(blocks[0]), int(blocks[-1]) + 1)
+        return array[tuple(index)]
+    return np.take(array, blocks, axis=axis)
+
+
 class PagedLayer(CacheLayer):
     """One layer of one sequence: reads and writes the pool's arrays through its BlockTable."""
 
@@ -534,10 +546,10 @@ class PagedLayer(CacheLayer):
         if array.ndim == 3:                                 # K, V: memory [H, slots, d]
             heads = array.swapaxes(0, 1)                    # the C-ordered array beneath
             H, d = heads.shape[0], heads.shape[2]
-            rows = heads.reshape(H, -1, bs, d)[:, blocks].reshape(H, -1, d)
+            rows = take_blocks(heads.reshape(H, -1, bs, d), blocks, 1).reshape(H, -1, d)
             return rows[:, lo:lo + n].swapaxes(0, 1)        # [n, H, d], head-major
         rest = array.shape[1:]
-        return array.reshape(-1, bs, *rest)[blocks].reshape(-1, *rest)[lo:lo + n]
+        return take_blocks(array.reshape(-1, bs, *rest), blocks, 0).reshape(-1, *rest)[lo:lo + n]
 
     def check_step(self, start: int, T: int):
         if self.index == 0:                             # one table for every layer
