@@ -74,7 +74,7 @@ def test_decode_step_bytes_by_the_rule_and_by_the_essays_convention():
     llama = zoo.get("llama-3.1-8b")
     kv = 2 * 32 * 8 * 128 * 131_072 * 2              # 2 L H_kv d_h S b
     rule = decode_step_bytes(llama, 131_072)
-    assert rule == {"weights": 15_009_335_040, "kv": kv, "expanded": 0,
+    assert rule == {"weights": 15_009_335_040, "kv": kv, "kv_stored": kv, "expanded": 0,
                     "total": 15_009_335_040 + kv, "share": kv / (15_009_335_040 + kv)}
     essay = decode_step_bytes(llama, 131_072, weights="active")
     assert essay["weights"] == 16_060_000_000 and essay["share"] < rule["share"]
@@ -372,7 +372,7 @@ def test_kv_sharing_drops_the_reusing_layers_kv_projections():
     dropped = 16 * 2 * 4096 * 1024                      # wk and wv of 16 reusing layers
     plain, shared = (decode_step_bytes(llama8, 131_072, kv_sharing=s) for s in (1, 2))
     assert plain["weights"] - shared["weights"] == 2 * dropped      # bf16
-    assert shared["kv"] * 2 == plain["kv"]
+    assert shared["kv_stored"] * 2 == plain["kv_stored"] == plain["kv"]
     assert shared["share"] == shared["kv"] / (shared["kv"] + shared["weights"])
     assert kv_share(llama8, 131_072, kv_sharing=2) == shared["share"]
     active = decode_step_bytes(llama8, 10, weights="active", kv_sharing=2)["weights"]
@@ -380,6 +380,39 @@ def test_kv_sharing_drops_the_reusing_layers_kv_projections():
     v2 = zoo.get("deepseek-v2").config
     assert kv_projection_params(v2, 2) == 30 * (5120 * 576 + 512)  # W_DKV and the latent's norm
     assert kv_projection_params(v2, 1) == 0
+
+
+def test_kv_sharing_cuts_the_bytes_held_not_the_bytes_a_step_reads():
+    # every layer attends over the cache it uses after the previous layer has finished, so a
+    # cache shared by s layers is read s times a step (austin2025scaling): at 128K tokens,
+    # batch 1, only W_K and W_V of the 16 reusing layers drop out of the bytes read
+    llama8 = zoo.get("llama-3.1-8b")
+    S, per_layer = 131_072, 2 * 8 * 128 * 2                 # bf16 bytes per token and layer
+    plain, shared = (decode_step_bytes(llama8, S, kv_sharing=s) for s in (1, 2))
+    assert shared["kv"] == plain["kv"] == 32 * per_layer * S == 17_179_869_184
+    assert shared["kv_stored"] == 16 * per_layer * S
+    assert plain["total"] - shared["total"] == 2 * 16 * 2 * 4096 * 1024      # W_K, W_V
+    assert round(plain["total"] / 1e9, 2) == 32.19 and round(shared["total"] / 1e9, 2) == 31.92
+    assert kv_share(llama8, S, kv_sharing=2) > kv_share(llama8, S)  # fewer weights, same cache
+    gemma = zoo.get("gemma-3-27b").config                   # windows: each layer its own kind
+    read = decode_step_bytes(gemma, S, kv_sharing=2)
+    per_layer = 2 * 16 * 128 * 2
+    assert read["kv"] == kv_cache_bytes(gemma, S) == (52 * 1024 + 10 * S) * per_layer
+    assert read["kv_stored"] == (26 * 1024 + 5 * S) * per_layer     # ceil(52/2), ceil(10/2)
+
+
+def test_kv_sharing_fits_more_sequences():
+    # what sharing buys is room: the cache held halves, so twice the sequences fit (and the
+    # freed W_K, W_V make no room for a 33rd)
+    from toykv.sizing import sequences_that_fit
+    llama8, memory = zoo.get("llama-3.1-8b"), 80 * 2**30
+    room = memory - 2 * llama8.total_params
+    assert sequences_that_fit(llama8, 32_768, memory) == room // (32 * 4096 * 32_768) == 16
+    dropped = 16 * 2 * 4096 * 1024                          # the reusing layers' W_K, W_V
+    assert sequences_that_fit(llama8, 32_768, memory, kv_sharing=2) == \
+        (room + 2 * dropped) // (16 * 4096 * 32_768) == 32
+    with pytest.raises(ValueError, match="kv_sharing"):
+        sequences_that_fit(llama8, 32_768, memory, kv_sharing=0)
 
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b", "gemma-3-27b", "deepseek-v2", "gpt-oss-120b",
