@@ -152,9 +152,10 @@ HARDWARE = {
 
 
 def hardware(name: str) -> Hardware:
-    """The preset called `name` (a key of HARDWARE)."""
-    if name not in HARDWARE:
-        raise KeyError(f"unknown hardware {name!r}; known: {sorted(HARDWARE)}")
+    """The preset called `name` (a key of HARDWARE); an unknown name raises KeyError (a
+    ValueError too, validate.UnknownName)."""
+    if not isinstance(name, str) or name not in HARDWARE:
+        raise validate.UnknownName(f"unknown hardware {name!r}; known: {sorted(HARDWARE)}")
     return HARDWARE[name]
 
 
