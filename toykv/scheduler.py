@@ -372,14 +372,19 @@ class RealRunner:
 # -- the loop --------------------------------------------------------------------------------
 @dataclass
 class Outcome:
-    """What serve did: per request its first-token and finish times and its tokens (real
-    runs), the preemptions, and one trace row per iteration."""
+    """What serve did: per request its first-token and finish times, the time each of its
+    tokens came (token_times) and its tokens (real runs), how long it waited in the queue
+    before its first step (queued), the preemptions, and one trace row per iteration."""
     ttft: dict = field(default_factory=dict)          # request id -> s from arrival to token 1
     finish: dict = field(default_factory=dict)        # request id -> s at its last token
     tokens: dict = field(default_factory=dict)        # request id -> generated ids (real runs)
+    token_times: dict = field(default_factory=dict)   # request id -> s at each of its tokens
+    queued: dict = field(default_factory=dict)        # request id -> s from arrival to its
+    #   first scheduled step
     preemptions: int = 0
-    trace: list = field(default_factory=list)         # dicts: t, kind, batch, waiting, blocks,
-    #   held (tokens stored of each running request), tokens (fed this step), owners
+    trace: list = field(default_factory=list)         # dicts: t, kind, batch, generating,
+    #   waiting, blocks, held (tokens stored of each running request), tokens (fed this step),
+    #   owners
     output_tokens: int = 0
 
     @property
@@ -394,6 +399,26 @@ class Outcome:
     @property
     def mean_ttft(self) -> float:
         return float(np.mean(list(self.ttft.values())))
+
+    def itl(self) -> np.ndarray:
+        """Every inter-token latency: the gaps between a request's consecutive tokens, all
+        requests. [tokens - requests] s"""
+        gaps = [np.diff(times) for times in self.token_times.values() if len(times) > 1]
+        return np.concatenate(gaps) if gaps else np.zeros(0)
+
+    def tpot(self) -> np.ndarray:
+        """Time per output token of each request with more than one: (last - first token) /
+        (tokens - 1). [requests] s"""
+        return np.array([(t[-1] - t[0]) / (len(t) - 1) for t in self.token_times.values()
+                         if len(t) > 1])
+
+    def latency(self, q: float = 50) -> dict:
+        """The q-th percentile (0..100) of time to first token, time per output token and
+        inter-token latency, in seconds: {'ttft', 'tpot', 'itl'}."""
+        q = validate.number("q", q, 0.0, allow_minimum=True, maximum=100.0)
+        pick = lambda a: float(np.percentile(a, q)) if len(a) else 0.0   # noqa: E731
+        return {"ttft": pick(np.array(list(self.ttft.values()))), "tpot": pick(self.tpot()),
+                "itl": pick(self.itl())}
 
 
 def _check_requests(requests, manager, reserve: int) -> list[Request]:
@@ -454,6 +479,8 @@ def serve(runner, requests, max_batch: int, batching: str = "continuous",
         seqs, kind = scheduler.schedule()
         if not seqs and not scheduler.running:
             raise RuntimeError("no request could be scheduled in an empty batch")
+        for seq in seqs:
+            out.queued.setdefault(seq.id, t - arrival[seq.id])
         prefills = [(s.num_scheduled_tokens, s.num_cached_tokens) for s in seqs if s.is_prefill]
         contexts = [s.num_cached_tokens + 1 for s in seqs if not s.is_prefill]
         contexts += [s.request.prompt_len + s.request.output_len for s in scheduler.running
@@ -468,12 +495,14 @@ def serve(runner, requests, max_batch: int, batching: str = "continuous",
             out.output_tokens += 1
             out.tokens[seq.id] = seq.output
             out.ttft.setdefault(seq.id, t - arrival[seq.id])
+            out.token_times.setdefault(seq.id, []).append(t)
         for seq in finished:
             out.finish[seq.id] = t
             if later:                                  # its client sends the next request
                 arrival[later[0].id] = t
                 pending.append(later.pop(0))
         row = {"t": t, "kind": kind, "batch": len(scheduler.running),
+               "generating": sum(not s.done for s in scheduler.running),
                "waiting": len(scheduler.waiting), "blocks": runner.manager.num_used,
                "held": sum(s.num_cached_tokens for s in scheduler.running),
                "tokens": sum(n for n, _ in prefills) + sum(not s.is_prefill for s in seqs)}
