@@ -36,6 +36,7 @@ What a step holds:
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -118,21 +119,39 @@ class StepModel:
     def parts(self, prefills=(), contexts=()) -> tuple[int, int]:
         """(FLOPs, bytes) of an iteration: prefills as (new tokens, cached tokens) pairs,
         decode steps as contexts (tokens held after the step)."""
-        c = self.config
-        head = 2 * c.d_model * c.vocab_size
-        flops = sum(forward_flops(c, new, cached) - head * (new - 1) for new, cached in prefills)
-        flops += sum(forward_flops(c, 1, ctx - 1) for ctx in contexts)
+        c, b = self.config, self.bytes_per_value
+        flops = nbytes = 0
+        for new, cached in prefills:
+            f, m = _prefill_cost(c, new, cached, b)
+            flops, nbytes = flops + f, nbytes + m
+        for ctx in contexts:
+            f, m = _decode_cost(c, ctx, b)
+            flops, nbytes = flops + f, nbytes + m
         rows = len(prefills) + len(contexts)
-        nbytes = weight_bytes_read(c, self.bytes_per_param, max(rows, 1))
-        nbytes += sum(kv_cache_bytes(c, ctx, 1, self.bytes_per_value) for ctx in contexts)
-        nbytes += sum(kv_cache_bytes(c, new + cached, 1, self.bytes_per_value)
-                      for new, cached in prefills)
-        return flops, nbytes
+        return flops, nbytes + weight_bytes_read(c, self.bytes_per_param, max(rows, 1))
 
     def seconds(self, prefills=(), contexts=()) -> float:
         """The iteration's modelled time (a bound, plus the overhead)."""
         flops, nbytes = self.parts(prefills, contexts)
         return self.hardware.min_seconds(flops, nbytes) + self.overhead
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _decode_cost(config: ModelConfig, ctx: int, bytes_per_value) -> tuple[int, int]:
+    """(FLOPs, cache bytes read) of one sequence's decode step at ctx tokens (the new one
+    included): toykv.flops and toykv.sizing, remembered (a run asks for the same few thousand
+    contexts again and again)."""
+    return forward_flops(config, 1, ctx - 1), kv_cache_bytes(config, ctx, 1, bytes_per_value)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _prefill_cost(config: ModelConfig, new: int, cached: int, bytes_per_value
+                  ) -> tuple[int, int]:
+    """(FLOPs, cache bytes) of a prefill (chunk) of `new` tokens after `cached`: the output head
+    on its last token only; the cache of new + cached tokens written and read."""
+    head = 2 * config.d_model * config.vocab_size
+    return (forward_flops(config, new, cached) - head * (new - 1),
+            kv_cache_bytes(config, new + cached, 1, bytes_per_value))
 
 
 # -- a request as the scheduler sees it ------------------------------------------------------
