@@ -186,7 +186,7 @@ def run_cases():
     MODEL.forward(token_ids(10), seq)
     return [
         (lambda: spec.speculative_steps(MODEL, ids, 10, look, cache=window), "roll", (window,)),
-        (lambda: spec.speculative_generate(MODEL, ids, 10, look, cache=h2o), "step", (h2o,)),
+        (lambda: spec.speculative_generate(MODEL, ids, 10, look, cache=h2o), "roll", (h2o,)),
         (lambda: generate(MODEL, ids, 10, cache=window, speculative=look), "roll", (window,)),
         (lambda: spec.speculative_steps(MODEL, ids, 5, "proposer"), "proposer", ()),
         (lambda: spec.speculative_steps(MODEL, ids, 5, look, k=0), "k", ()),

@@ -57,16 +57,41 @@ def test_held_values_and_bytes_are_a_full_caches_at_those_positions(policy):
     kept = cache.layers[0].positions           # layer 0's entries depend on token and position
     for name in cache.names:                   # only (deeper ones on what it attended to)
         assert np.array_equal(cache.stored(0, name), full.stored(0, name)[kept])
-    assert cache.nbytes == 8 * kv_bytes_per_token(model.config, bytes_per_value=4)
+    totals = 8 * 8 * model.config.n_layers if policy.name == "h2o" else 0   # float64 each
+    assert cache.nbytes == 8 * kv_bytes_per_token(model.config, bytes_per_value=4) + totals
     assert full.nbytes == 25 * kv_bytes_per_token(model.config, bytes_per_value=4)
 
 
-def test_chunks_give_what_one_token_per_step_gives_for_window_and_sinks():
+def test_chunks_give_what_one_token_per_step_gives_for_every_policy():
     model, tokens = make_model("gqa", exact=True), ids(40)
-    for policy in POLICIES[:3]:
+    for policy in POLICIES:
         one = next_token_losses(model, tokens, policy, chunk=1)
         for chunk in (3, 16, 40):
             assert np.array_equal(next_token_losses(model, tokens, policy, chunk), one)
+
+
+@pytest.mark.parametrize("variant", ["mha", "gqa", "mqa", "mla_absorbed"])
+@pytest.mark.parametrize("policy", [CachePolicy("h2o", 8), CachePolicy("h2o", 5, recent=1),
+                                    CachePolicy("h2o", 9, recent=7)], ids=repr)
+def test_a_heavy_hitter_step_of_many_tokens_is_that_many_one_token_steps(variant, policy):
+    """H2O's choice changes after every query; a step of several tokens goes query by query,
+    so its logits, its held positions and its attention totals are the one-token steps' bits,
+    step after step (a step that starts below the budget and ends past it too)."""
+    model, tokens = make_model(variant, exact=True), ids(37)
+    one = model.new_cache(policy=policy)
+    logits = np.concatenate([model([t], one) for t in tokens])
+    for chunk in (2, 6, 37):
+        many = model.new_cache(policy=policy)
+        got = np.concatenate([model(tokens[i:i + chunk], many)
+                              for i in range(0, len(tokens), chunk)])
+        assert np.array_equal(got, logits)
+        for a, b in zip(one.layers, many.layers):
+            assert np.array_equal(a.positions, b.positions)
+            assert np.array_equal(a.received, b.received)
+        for layer in range(model.config.n_layers):
+            for name in one.names:
+                assert np.array_equal(one.stored(layer, name), many.stored(layer, name))
+        assert many.nbytes == one.nbytes
 
 
 def test_policy_full_is_the_plain_cache_and_one_uncached_pass():
@@ -155,8 +180,9 @@ def test_policies_work_for_mla_and_int8():
             model([t], cache)
         model([3], cache)
         assert [len(layer.positions) for layer in cache.layers] == [8, 8]
+        totals = 8 * model.config.n_layers if policy.name == "h2o" else 0
         assert cache.nbytes == 8 * (kv_bytes_per_token(model.config, bytes_per_value=1)
-                                    + 4 * model.config.n_layers * 2)
+                                    + 4 * model.config.n_layers * 2 + totals)
 
 
 @pytest.mark.parametrize("kind", ["window", "sinks", "h2o"])

@@ -199,3 +199,44 @@ def test_a_refused_real_run_leaves_the_pool_as_it_was():
         with pytest.raises(ValueError, match=match):
             call()
         assert pool.snapshot()[0] == before
+
+
+def test_latencies_are_read_from_each_tokens_time():
+    """Two requests on a clock of 1 s a step (no step model), both admitted and prefilled in
+    step 1 (prefill first); request 0 makes 3 tokens (steps 1 to 3), request 1 makes 2: every
+    latency follows from those token times, counted here by hand."""
+    model = make_model("gqa")
+    pool = model.new_paged_cache(32, 4)
+    out = S.run_real(model, pool, [token_ids(5), token_ids(6, seed=1)], [3, 2], max_batch=4)
+    assert out.token_times == {0: [1.0, 2.0, 3.0], 1: [1.0, 2.0]}   # prefilled together
+    assert out.ttft == {0: 1.0, 1: 1.0} and out.queued == {0: 0.0, 1: 0.0}
+    assert sorted(out.itl()) == [1.0, 1.0, 1.0]
+    assert list(out.tpot()) == [1.0, 1.0]
+    assert out.latency(50) == {"ttft": 1.0, "tpot": 1.0, "itl": 1.0}
+    with pytest.raises(ValueError, match="q must"):
+        out.latency(101)
+
+
+def test_a_queued_request_waits_and_static_rows_stop_generating():
+    """max_batch 1: the second request waits for the first to finish; the trace says how many
+    running requests still generate (static batching keeps finished rows)."""
+    reqs = [S.Request(0, 8, 4), S.Request(1, 8, 2)]
+    cont = S.simulate(reqs, step_model(), 100, 16, max_batch=1)
+    assert cont.queued[0] == 0 and cont.queued[1] == pytest.approx(cont.finish[0])
+    assert cont.ttft[1] > cont.queued[1]
+    stat = S.simulate([S.Request(0, 8, 4), S.Request(1, 8, 2)], step_model(), 100, 16,
+                      max_batch=2, batching="static")
+    rows = [(row["batch"], row["generating"]) for row in stat.trace]
+    assert (2, 1) in rows                            # request 1 done, its row still held
+    assert all(g <= b for b, g in rows)
+
+
+def test_a_token_budget_bounds_every_step_and_chunks_a_long_prompt():
+    """vLLM V1's rule: a step feeds at most max_num_batched_tokens, decodes first; a 300-token
+    prompt under a budget of 128 is prefilled over 3 steps, and decodes go on meanwhile."""
+    reqs = [S.Request(0, 20, 10), S.Request(1, 300, 5, arrival=0.001)]
+    out = S.simulate(reqs, step_model(), 200, 16, max_batch=4, max_num_batched_tokens=128)
+    assert max(row["tokens"] for row in out.trace) <= 128
+    chunks = [row for row in out.trace if row["kind"] == "mixed"]
+    assert len(chunks) >= 2                          # decodes of 0 beside 1's prefill chunks
+    assert len(out.token_times[0]) == 10 and len(out.token_times[1]) == 5

@@ -140,6 +140,11 @@ def test_verify_cost_counts_one_read_of_the_weights():
     four = sp.verify_cost(c, 10, 4)
     assert four["bytes"] - zero["bytes"] == 4 * toykv.kv_bytes_per_token(c, 4)
     assert four["flops"] == toykv.flops.forward_flops(c, 5, 10) > 4 * zero["flops"]
+    # a batch of 8 in bf16: the weights read once, each sequence's own cache, 8x the FLOPs
+    eight = sp.verify_cost(c, 10, 4, batch=8, bytes_per_param=2, bytes_per_value=2)
+    weights = toykv.sizing.weight_bytes_read(c, 2, 8)
+    assert eight["bytes"] == weights + 8 * 15 * toykv.kv_bytes_per_token(c, 2)
+    assert eight["flops"] == 8 * four["flops"]
 
 
 class Junk:
@@ -189,3 +194,96 @@ def test_bad_arguments_are_refused_before_anything_runs():
     with pytest.raises(ValueError, match="ring of 4 slots has wrapped"):
         sp.speculative_steps(sliding, ids(3), 5, sp.PromptLookup())
     assert len(sp.speculative_generate(sliding, ids(2), 3, sp.PromptLookup())) == 3
+
+
+# -- sampling: rejection sampling gives the model's own distribution ---------------------------
+def chi_square(counts: np.ndarray, probs: np.ndarray) -> float:
+    expected = counts.sum() * probs
+    return float(((counts - expected) ** 2 / expected).sum())
+
+
+# chi-square, 15 degrees of freedom: P(X > 50) is about 1e-5; a seeded draw is deterministic,
+# so the bound decides once, and a biased sampler lands in the thousands (shown below)
+BOUND_15 = 50.0
+
+
+def markov_pair_counts(P, Q, rng, n, residual=True):
+    """n runs of speculative sampling (k = 2) over the Markov chain P (draft Q) from token 0,
+    counts of their first two tokens [V, V]. residual=False resamples a rejection from P
+    instead of max(0, P - Q): a wrong sampler, to show the test can fail."""
+    V = len(P)
+    counts = np.zeros((V, V))
+    for _ in range(n):
+        out = []
+        while len(out) < 2:
+            last = out[-1] if out else 0
+            x1 = sp.draw(Q[last], rng)
+            x2 = sp.draw(Q[x1], rng)
+            proposal, q_rows = [x1, x2], np.array([Q[last], Q[x1]])
+            p_rows = np.array([P[last], P[x1], P[x2]])
+            if residual:
+                tokens, _ = sp.sample_verify(p_rows, q_rows, proposal, rng)
+            else:
+                tokens = []
+                for i, x in enumerate(proposal):
+                    if rng.random() * q_rows[i][x] < p_rows[i][x]:
+                        tokens.append(x)
+                        continue
+                    tokens.append(sp.draw(p_rows[i], rng))
+                    break
+                else:
+                    tokens.append(sp.draw(p_rows[2], rng))
+            out += tokens
+        counts[out[0], out[1]] += 1
+    return counts
+
+
+def test_rejection_sampling_gives_the_target_distribution():
+    """Seeded draws of two tokens of a Markov chain P, proposed by a different chain Q: their
+    joint counts fit P(t1 | 0) P(t2 | t1) (chi-square below the bound), and the sampler that
+    resamples from P instead of the residual fails the same bound."""
+    rng = np.random.default_rng(0)
+    P = rng.dirichlet(np.ones(4), size=4)
+    Q = rng.dirichlet(np.ones(4), size=4)
+    joint = P[0][:, None] * P                         # [t1, t2]
+    counts = markov_pair_counts(P, Q, np.random.default_rng(1), 20_000)
+    assert chi_square(counts.ravel(), joint.ravel()) < BOUND_15
+    wrong = markov_pair_counts(P, Q, np.random.default_rng(1), 20_000, residual=False)
+    assert chi_square(wrong.ravel(), joint.ravel()) > 10 * BOUND_15
+
+
+def test_accept_or_resample_keeps_a_proposal_with_probability_min_1_p_over_q():
+    p, q = np.array([0.5, 0.3, 0.2]), np.array([0.2, 0.6, 0.2])
+    rng, n = np.random.default_rng(2), 20_000
+    kept = sum(sp.accept_or_resample(p, q, 1, rng)[1] for _ in range(n))
+    assert abs(kept / n - 0.5) < 0.02                 # p/q = 0.3/0.6; sd 0.0035
+    assert all(sp.accept_or_resample(p, q, 0, rng) == (0, True) for _ in range(100))
+
+
+def test_speculative_sample_draws_the_models_own_two_tokens():
+    """A model of 4 tokens and a draft (another seed): the first two tokens of seeded runs fit
+    the model's own p(t1) p(t2 | t1), computed by plain forward passes."""
+    model = make_model("gqa", vocab_size=4)
+    draft = make_model("gqa", vocab_size=4, seed=1)
+    prompt = [1, 2, 3]
+    p1 = sp.probabilities(model.forward(prompt)[-1])
+    joint = np.array([p1[a] * sp.probabilities(model.forward(prompt + [a])[-1])
+                      for a in range(4)])
+    counts = np.zeros((4, 4))
+    stats = {"proposed": 0, "accepted": 0}
+    for seed in range(1500):
+        tokens, s = sp.speculative_sample(model, prompt, 3, draft, k=2, seed=seed)
+        counts[tokens[0], tokens[1]] += 1
+        stats = {key: stats[key] + s[key] for key in stats}
+    assert chi_square(counts.ravel(), joint.ravel()) < BOUND_15
+    assert 0 < stats["accepted"] < stats["proposed"]     # some kept, some resampled
+
+
+def test_speculative_sample_refuses_bad_input():
+    model = make_model("gqa")
+    with pytest.raises(ValueError, match="vocabulary"):
+        sp.speculative_sample(model, [1], 3, make_model("gqa", vocab_size=8))
+    with pytest.raises(ValueError, match="temperature"):
+        sp.speculative_sample(model, [1], 3, model, temperature=0)
+    with pytest.raises(ValueError, match="k must be"):
+        sp.speculative_sample(model, [1], 3, model, k=0)

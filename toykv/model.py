@@ -485,19 +485,33 @@ class ToyTransformer:
         """Softmax over the last axis where `seen` lets a query see a key (elsewhere 0): seen is
         a Seen (its mask), a bool mask [T, Tk], or None (everywhere). Works in place on scores.
         A Seen's weights are then shown to whoever asked for them: its cache layer (H2O counts
-        them) and anyone watching that layer (watch_attention)."""
-        allowed = seen.mask if isinstance(seen, Seen) else seen
-        if allowed is not None:
-            np.copyto(scores, np.float32(-np.inf), where=~allowed)
-        scores -= scores.max(axis=-1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= self.ops.sum_last(scores)
+        them) and anyone watching that layer (watch_attention). A Seen with `rows` (a kind whose
+        keys for a query depend on the weights of the queries before it, as H2O's do) goes one
+        query at a time: it asks which keys query t sees, then shows it query t's weights."""
+        rows = seen.rows if isinstance(seen, Seen) else None
+        if rows is not None:
+            for t in range(scores.shape[-2]):                # [..., Tk] each, in order
+                row = scores[..., t, :]
+                np.copyto(row, np.float32(-np.inf), where=~rows.visible(t))
+                self._normalise(row)
+                rows.saw(t, row)
+        else:
+            allowed = seen.mask if isinstance(seen, Seen) else seen
+            if allowed is not None:
+                np.copyto(scores, np.float32(-np.inf), where=~allowed)
+            self._normalise(scores)
         if isinstance(seen, Seen):
-            if seen.observe is not None:
+            if seen.observe is not None and rows is None:
                 seen.observe(scores)
             if seen.layer in self._watching:
                 self._watching[seen.layer].see(scores, seen)
         return scores
+
+    def _normalise(self, scores):
+        """exp(scores - max) / sum over the last axis, in place (-inf: weight 0)."""
+        scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        scores /= self.ops.sum_last(scores)
 
     def watch_attention(self, layer: int = 0) -> AttentionWatch:
         """Record layer `layer`'s attention weights during forward passes: `with

@@ -475,10 +475,90 @@ def measured_roofline(hardware, points: dict, title: str):
     return fig
 
 
+# -- chapter 10: serving many requests ----------------------------------------------------
+def generating_over_time(runs: dict, title: str):
+    """How many requests generate at each step, one panel per scheduler: runs maps
+    (batching, memory) to a toykv.scheduler.Outcome (its trace's 't' and 'generating': a static
+    batch's finished rows are held but not generating, so its line drains)."""
+    batchings = list(dict.fromkeys(batching for batching, _ in runs))
+    memories = list(dict.fromkeys(memory for _, memory in runs))
+    fig, axes = figure(ncols=len(batchings), width=4.2, height=3.4)
+    top = max(row["generating"] for o in runs.values() for row in o.trace)
+    for ax, batching in zip(axes, batchings):
+        for i, memory in enumerate(memories):
+            trace = runs[batching, memory].trace
+            ax.step([row["t"] for row in trace], [row["generating"] for row in trace],
+                    where="post", label=memory, color=COLORS[i], linestyle=LINESTYLES[i])
+        ax.set_ylim(0, 1.06 * top)
+        label_axes(ax, f"{batching.capitalize()} batching", "time (s, step-time model)",
+                   "requests generating")
+    fig.suptitle(title)
+    return fig
+
+
+def load_sweep(clients, runs: dict, measured_tput: dict, measured_ttft: dict, fits: int):
+    """Throughput and mean time to first token against requests in flight, one line per
+    scheduling rule (runs: {(rule, clients): Outcome}), someone's measurements as black squares
+    ({clients: value}) and the requests that fit as a dotted line."""
+    rules = list(dict.fromkeys(rule for rule, _ in runs))
+    fig, (left, right) = figure(ncols=2, width=4.2, height=3.6)
+    for i, rule in enumerate(rules):
+        left.plot(clients, [runs[rule, n].throughput for n in clients], label=rule,
+                  **series_style(i))
+        right.plot(clients, [runs[rule, n].mean_ttft for n in clients], label=rule,
+                   **series_style(i))
+    for ax, measured in ((left, measured_tput), (right, measured_ttft)):
+        ax.plot(list(measured), list(measured.values()), "s", color=BLACK,
+                label="blog (theirs)")
+        ax.axvline(fits, color=GREY, linestyle=":", label=f"{fits} fit")
+    label_axes(left, "Throughput (model)", "requests in flight", "output tokens per second")
+    label_axes(right, "Time to first token (model)", "requests in flight",
+               "mean time to first token (s)")
+    return fig
+
+
+def latency_percentiles(clients, latency: dict, title: str):
+    """Time to first token (left, log scale) and time per output token with the tail of the
+    inter-token latency (right, ms) against requests in flight. latency: {(clients, q):
+    Outcome.latency(q)} for q in 50 and 99."""
+    fig, (left, right) = figure(ncols=2, width=4.2, height=3.4)
+    for i, q in enumerate((50, 99)):
+        left.plot(clients, [latency[n, q]["ttft"] for n in clients], label=f"TTFT p{q}",
+                  **series_style(i))
+        right.plot(clients, [1e3 * latency[n, q]["tpot"] for n in clients],
+                   label=f"TPOT p{q}", **series_style(i))
+    right.plot(clients, [1e3 * latency[n, 99]["itl"] for n in clients], label="ITL p99",
+               **series_style(2))
+    left.set_yscale("log")
+    label_axes(left, f"First token ({title})", "requests in flight", "time to first token (s)")
+    label_axes(right, f"Later tokens ({title})", "requests in flight", "time per token (ms)")
+    return fig
+
+
+def block_size_costs(sizes, waste, table, step_sizes, ratio, title: str):
+    """Three panels against the block size: mean wasted slots and mean table entries per
+    sequence (log scales), and a measured paged / contiguous step time (from 0, 1 dotted)."""
+    fig, axes = figure(ncols=3, width=3.0, height=3.4)
+    panels = [(sizes, waste, "Wasted slots", "slots per sequence (mean)"),
+              (sizes, table, "Block table", "entries per sequence (mean)"),
+              (step_sizes, ratio, "Decode step (measured)", "paged / contiguous time")]
+    for i, (ax, (x, y, name, ylabel)) in enumerate(zip(axes, panels)):
+        ax.plot(x, y, **series_style(i))
+        ax.set_xscale("log", base=2)
+        if i < 2:
+            ax.set_yscale("log")
+        label_axes(ax, name, "block size (tokens)", ylabel)
+    axes[2].axhline(1, color=GREY, linestyle=":")
+    axes[2].set_ylim(0, 1.1 * max(list(ratio) + [1]))
+    fig.suptitle(title)
+    return fig
+
+
 __all__ = ["BLUE", "ORANGE", "GREEN", "VERMILLION", "SKY", "PURPLE", "YELLOW", "BLACK", "GREY",
            "COLORS", "LINESTYLES", "MARKERS", "series_style", "label_axes", "show", "figure",
            "attention_heatmaps", "flops_per_step", "generation_times", "kv_change_map",
            "logit_gaps", "kv_against_context", "html_table", "rooflines", "batch_intensity",
            "prefill_decode_times", "batch_throughput", "throughput_bounds", "memory_plans",
            "variant_steps", "cache_growth", "window_logit_gap", "cache_errors", "share_curves",
-           "share_panels", "relative_speed_check", "measured_roofline"]
+           "share_panels", "relative_speed_check", "measured_roofline", "generating_over_time",
+           "load_sweep", "latency_percentiles", "block_size_costs"]

@@ -18,10 +18,11 @@ positions='original'). positions='renumbered' is StreamingLLM's choice: a key is
 its place in the cache instead, so the sinks sit just before the window. Since RoPE is a
 rotation, a stored key is moved there by rotating it by the difference.
 
-A step of T > 1 tokens keeps what T steps of one token would (the queries' mask narrows to
-each one's window) for 'window' and 'sinks' with original positions. 'h2o' updates its heavy
-hitters once per step, so for it only one token per step is the policy exactly; 'renumbered'
-numbers the cache once per step, so it takes one token per step once the budget is reached.
+A step of T > 1 tokens keeps what T steps of one token would: for 'window' and 'sinks' the
+queries' mask narrows to each one's window; 'h2o', whose heavy hitters change after every
+query, goes query by query inside the softmax (toykv.kinds.h2o), so with exact=True its step
+gives the bits of T one-token steps. 'renumbered' numbers the cache once per step, so it takes
+one token per step once the budget is reached (a longer step is refused).
 The kinds that keep the tokens are toykv.kinds.sinks and toykv.kinds.h2o (CachePolicy.kind).
 """
 from __future__ import annotations

@@ -36,6 +36,7 @@ What a step holds:
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from collections import deque
 from dataclasses import dataclass, field
@@ -126,16 +127,16 @@ class StepModel:
         return self._parts(*_check_step(prefills, contexts))
 
     def _parts(self, prefills, contexts) -> tuple[int, int]:
-        c = self.config
-        head = 2 * c.d_model * c.vocab_size
-        flops = sum(forward_flops(c, new, cached) - head * (new - 1) for new, cached in prefills)
-        flops += sum(forward_flops(c, 1, ctx - 1) for ctx in contexts)
+        c, b = self.config, self.bytes_per_value
+        flops = nbytes = 0
+        for new, cached in prefills:
+            f, m = _prefill_cost(c, new, cached, b)
+            flops, nbytes = flops + f, nbytes + m
+        for ctx in contexts:
+            f, m = _decode_cost(c, ctx, b)
+            flops, nbytes = flops + f, nbytes + m
         rows = len(prefills) + len(contexts)
-        nbytes = weight_bytes_read(c, self.bytes_per_param, max(rows, 1))
-        nbytes += sum(kv_cache_bytes(c, ctx, 1, self.bytes_per_value) for ctx in contexts)
-        nbytes += sum(kv_cache_bytes(c, new + cached, 1, self.bytes_per_value)
-                      for new, cached in prefills)
-        return flops, nbytes
+        return flops, nbytes + weight_bytes_read(c, self.bytes_per_param, max(rows, 1))
 
     def seconds(self, prefills=(), contexts=()) -> float:
         """The iteration's modelled time (a bound, plus the overhead)."""
@@ -170,6 +171,24 @@ def _check_step(prefills, contexts) -> tuple[list, list]:
                       validate.count(f"prefills[{i}] cached tokens", pair[1], 0)))
     return pairs, [validate.count(f"contexts[{i}]", c, 1)
                    for i, c in enumerate(_items("contexts", contexts))]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _decode_cost(config: ModelConfig, ctx: int, bytes_per_value) -> tuple[int, int]:
+    """(FLOPs, cache bytes read) of one sequence's decode step at ctx tokens (the new one
+    included): toykv.flops and toykv.sizing, remembered (a run asks for the same few thousand
+    contexts again and again)."""
+    return forward_flops(config, 1, ctx - 1), kv_cache_bytes(config, ctx, 1, bytes_per_value)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _prefill_cost(config: ModelConfig, new: int, cached: int, bytes_per_value
+                  ) -> tuple[int, int]:
+    """(FLOPs, cache bytes) of a prefill (chunk) of `new` tokens after `cached`: the output head
+    on its last token only; the cache of new + cached tokens written and read."""
+    head = 2 * config.d_model * config.vocab_size
+    return (forward_flops(config, new, cached) - head * (new - 1),
+            kv_cache_bytes(config, new + cached, 1, bytes_per_value))
 
 
 # -- a request as the scheduler sees it ------------------------------------------------------
@@ -482,14 +501,19 @@ class RealRunner:
 # -- the loop --------------------------------------------------------------------------------
 @dataclass
 class Outcome:
-    """What serve did: per request its first-token and finish times and its tokens (real
-    runs), the preemptions, and one trace row per iteration."""
+    """What serve did: per request its first-token and finish times, the time each of its
+    tokens came (token_times) and its tokens (real runs), how long it waited in the queue
+    before its first step (queued), the preemptions, and one trace row per iteration."""
     ttft: dict = field(default_factory=dict)          # request id -> s from arrival to token 1
     finish: dict = field(default_factory=dict)        # request id -> s at its last token
     tokens: dict = field(default_factory=dict)        # request id -> generated ids (real runs)
+    token_times: dict = field(default_factory=dict)   # request id -> s at each of its tokens
+    queued: dict = field(default_factory=dict)        # request id -> s from arrival to its
+    #   first scheduled step
     preemptions: int = 0
-    trace: list = field(default_factory=list)         # dicts: t, kind, batch, waiting, blocks,
-    #   held (tokens stored of each running request), tokens (fed this step), owners
+    trace: list = field(default_factory=list)         # dicts: t, kind, batch, generating,
+    #   waiting, blocks, held (tokens stored of each running request), tokens (fed this step),
+    #   owners
     output_tokens: int = 0
 
     @property
@@ -508,6 +532,26 @@ class Outcome:
             raise ValueError("no request has a first token yet: mean_ttft has nothing to "
                              "average")
         return float(np.mean(list(self.ttft.values())))
+
+    def itl(self) -> np.ndarray:
+        """Every inter-token latency: the gaps between a request's consecutive tokens, all
+        requests. [tokens - requests] s"""
+        gaps = [np.diff(times) for times in self.token_times.values() if len(times) > 1]
+        return np.concatenate(gaps) if gaps else np.zeros(0)
+
+    def tpot(self) -> np.ndarray:
+        """Time per output token of each request with more than one: (last - first token) /
+        (tokens - 1). [requests] s"""
+        return np.array([(t[-1] - t[0]) / (len(t) - 1) for t in self.token_times.values()
+                         if len(t) > 1])
+
+    def latency(self, q: float = 50) -> dict:
+        """The q-th percentile (0..100) of time to first token, time per output token and
+        inter-token latency, in seconds: {'ttft', 'tpot', 'itl'}."""
+        q = validate.number("q", q, 0.0, allow_minimum=True, maximum=100.0)
+        pick = lambda a: float(np.percentile(a, q)) if len(a) else 0.0   # noqa: E731
+        return {"ttft": pick(np.array(list(self.ttft.values()))), "tpot": pick(self.tpot()),
+                "itl": pick(self.itl())}
 
 
 def _request_list(requests) -> list[Request]:
@@ -633,6 +677,8 @@ def _serve(runner, scheduler, requests, clients, record_blocks, prompts) -> Outc
         seqs, kind = scheduler.schedule()
         if not seqs and not scheduler.running:
             raise RuntimeError("no request could be scheduled in an empty batch")
+        for seq in seqs:
+            out.queued.setdefault(seq.id, t - arrival[seq.id])
         prefills = [(s.num_scheduled_tokens, s.num_cached_tokens) for s in seqs if s.is_prefill]
         contexts = [s.num_cached_tokens + 1 for s in seqs if not s.is_prefill]
         contexts += [s.request.prompt_len + s.request.output_len for s in scheduler.running
@@ -647,12 +693,14 @@ def _serve(runner, scheduler, requests, clients, record_blocks, prompts) -> Outc
             out.output_tokens += 1
             out.tokens[seq.id] = seq.output
             out.ttft.setdefault(seq.id, t - arrival[seq.id])
+            out.token_times.setdefault(seq.id, []).append(t)
         for seq in finished:
             out.finish[seq.id] = t
             if later:                                  # its client sends the next request
                 arrival[later[0].id] = t
                 pending.append(later.pop(0))
         row = {"t": t, "kind": kind, "batch": len(scheduler.running),
+               "generating": sum(not s.done for s in scheduler.running),
                "waiting": len(scheduler.waiting), "blocks": runner.manager.num_used,
                "held": sum(s.num_cached_tokens for s in scheduler.running),
                "tokens": sum(n for n, _ in prefills) + sum(not s.is_prefill for s in seqs)}

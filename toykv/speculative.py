@@ -5,7 +5,10 @@ tokens reads them once too, so while decode is memory-bound, scoring k proposed 
 about one step. Greedy verification keeps the longest prefix of the proposal that agrees with
 the model's own choices, plus the model's next token, and truncates the cache back over the
 rest (leviathan2023fast, chen2023accelerating): the tokens are exactly those of greedy
-decoding, only several may come from one pass.
+decoding, only several may come from one pass. With sampling, speculative sampling keeps a
+proposal with probability min(1, p/q) and resamples the first rejection from max(0, p - q), so
+the tokens are distributed exactly as the model's own samples (sample_verify,
+speculative_sample).
 
 Proposers take the tokens so far (prompt and output) and k, and return at most k token ids:
 PromptLookup matches the last few tokens against earlier text and proposes what followed them
@@ -344,6 +347,96 @@ def speculative_generate(model, prompt_ids, max_new_tokens: int, proposer, k=Non
                                             stop_ids, cache=cache) for t in step.tokens]
 
 
+# -- with sampling: rejection sampling (speculative sampling) ----------------------------
+def probabilities(logits, temperature: float = 1.0) -> np.ndarray:
+    """softmax(logits / temperature) over the last axis, float64 (rows sum to 1). [..., |V|]"""
+    temperature = validate.number("temperature", temperature)
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    z = np.exp(z - z.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+def draw(p: np.ndarray, rng) -> int:
+    """One token drawn from the distribution p [|V|] (inverse CDF with one uniform)."""
+    cdf = np.cumsum(p)
+    return int(min(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"), len(p) - 1))
+
+
+def accept_or_resample(p: np.ndarray, q: np.ndarray, token: int, rng) -> tuple[int, bool]:
+    """One proposal of speculative sampling (leviathan2023fast, chen2023accelerating): `token`
+    was drawn from the draft's q [|V|]; keep it with probability min(1, p(token) / q(token)),
+    else draw the model's token from max(0, p - q), normalised. The token that comes out is
+    distributed as p exactly. Returns (token, accepted)."""
+    if rng.random() * q[token] < p[token]:               # u < p / q, without dividing
+        return int(token), True
+    residual = np.maximum(p - q, 0.0)
+    return draw(residual if residual.sum() > 0 else p, rng), False
+
+
+def sample_verify(p_rows: np.ndarray, q_rows: np.ndarray, proposal: list[int], rng
+                  ) -> tuple[list[int], int]:
+    """A verify step with sampling: p_rows [k + 1, |V|] the model's distributions after the
+    newest token and each proposal, q_rows [k, |V|] the draft's, which drew the k proposals.
+    Proposals are kept in order while accept_or_resample keeps them; the first rejection ends
+    the step with the model's resampled token, and a step that keeps all k draws one more
+    token from p_rows[k]. Returns (tokens, accepted): the tokens are distributed as k + 1
+    (or fewer) tokens sampled from the model one at a time."""
+    tokens = []
+    for i, token in enumerate(proposal):
+        token, kept = accept_or_resample(p_rows[i], q_rows[i], token, rng)
+        tokens.append(token)
+        if not kept:
+            return tokens, i
+    return tokens + [draw(p_rows[len(proposal)], rng)], len(proposal)
+
+
+def speculative_sample(model, prompt_ids, max_new_tokens: int, draft, k: int = 4,
+                       temperature: float = 1.0, seed: int = 0) -> tuple[list[int], dict]:
+    """Sampling at `temperature` with a draft model: the draft samples k tokens from its own
+    distributions (q), the model scores them in one pass (p), sample_verify keeps or resamples,
+    and the cache is truncated over what was not kept. The tokens are distributed exactly as
+    the model's own sampling at that temperature (tests/test_speculative.py checks it on
+    seeded draws). Returns (tokens, {'verify_steps', 'proposed', 'accepted'})."""
+    model, draft = check_model(model), check_model(draft, "draft")
+    if draft.config.vocab_size != model.config.vocab_size:
+        raise ValueError(f"draft must share the model's vocabulary ({model.config.vocab_size} "
+                         f"tokens), got {draft.config.vocab_size}")
+    k = validate.count("k", k, 1, MAX_K)
+    validate.number("temperature", temperature)
+    rng = np.random.default_rng(validate.count("seed", seed, 0))
+    ids, cache, _, _ = check_run(model, prompt_ids, max_new_tokens)
+    _, draft_cache, _, _ = check_run(draft, prompt_ids, max_new_tokens)   # its positions too
+    if max_new_tokens == 0:
+        return [], {"verify_steps": 0, "proposed": 0, "accepted": 0}
+    out = [draw(probabilities(model.forward(ids, cache)[-1], temperature), rng)]
+    held = []                                                 # the tokens draft_cache holds
+    stats = {"verify_steps": 0, "proposed": 0, "accepted": 0}
+    while len(out) < max_new_tokens:
+        text = ids + out
+        room = min(k, max_new_tokens - len(out) - 1)         # never past max_new_tokens
+        common = 0
+        for a, b in zip(held, text[:-1]):                     # the draft keeps what matches
+            if a != b:
+                break
+            common += 1
+        draft_cache.truncate(common)
+        proposal, q_rows, feed = [], [], text[common:]
+        for _ in range(room):
+            q_rows.append(probabilities(draft.forward(feed, draft_cache)[-1], temperature))
+            proposal.append(draw(q_rows[-1], rng))
+            feed = proposal[-1:]
+        held = text + proposal[:-1] if room else held[:common]
+        start = len(cache)
+        p_rows = probabilities(model.forward([text[-1]] + proposal, cache), temperature)
+        tokens, accepted = sample_verify(p_rows, np.array(q_rows), proposal, rng)
+        cache.truncate(start + 1 + accepted)
+        out += tokens
+        stats["verify_steps"] += 1
+        stats["proposed"] += room
+        stats["accepted"] += accepted
+    return out, stats
+
+
 # -- what it buys ------------------------------------------------------------------------
 def acceptance(steps) -> dict:
     """Totals of a run's verify steps: {'verify_steps', 'proposed', 'accepted', 'tokens'
@@ -389,19 +482,24 @@ def expected_speedup(alpha, k: int, draft_cost=0.0, verify_ratio=1.0) -> float:
     return expected_tokens_per_step(alpha, k) / (k * draft_cost + verify_ratio)
 
 
-def verify_cost(config, context: int, k: int) -> dict:
-    """FLOPs (toykv.flops) and bytes (sizing.decode_step_bytes, float32) of a verify step of
-    k proposals after `context` cached tokens: the newest token and k proposals fed at once,
-    every weight read once and the cache of context + k + 1 tokens. k = 0 is a decode step.
+def verify_cost(config, context: int, k: int, batch: int = 1, bytes_per_param=4,
+                bytes_per_value=4) -> dict:
+    """FLOPs (toykv.flops) and bytes (sizing.decode_step_bytes) of a verify step of k proposals
+    after `context` cached tokens, for each of `batch` sequences: the newest token and k
+    proposals fed at once, every weight read once for the batch and each sequence's cache of
+    context + k + 1 tokens. k = 0 is a decode step. float32 by default (toykv's arrays).
     {'flops', 'bytes', 'intensity'}."""
     check_config(config)
     context = validate.count("context", context, 0)
     k = validate.count("k", k, 0, MAX_K)
-    flops = forward_flops(config, k + 1, context)
-    nbytes = decode_step_bytes(config, context + k + 1, 1, 4, 4, expanded=True)["total"]
+    batch = validate.count("batch", batch, 1)
+    flops = batch * forward_flops(config, k + 1, context)
+    nbytes = decode_step_bytes(config, context + k + 1, batch, bytes_per_value, bytes_per_param,
+                               expanded=True)["total"]
     return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes}
 
 
 __all__ = ["MAX_K", "PromptLookup", "DraftModel", "skip_layers", "Verified", "check_proposal",
-           "verify_step", "SpecStep", "speculative_steps", "speculative_generate", "acceptance",
-           "expected_tokens_per_step", "expected_speedup", "verify_cost"]
+           "verify_step", "SpecStep", "speculative_steps", "speculative_generate",
+           "probabilities", "draw", "accept_or_resample", "sample_verify", "speculative_sample",
+           "acceptance", "expected_tokens_per_step", "expected_speedup", "verify_cost"]

@@ -15,9 +15,9 @@ from .ch6 import ch6_ex1, ch6_ex2, ch6_ex3, ch6_ex4, ch6_ex5
 from .ch7 import ch7_ex1, ch7_ex2, ch7_ex3, ch7_ex4, ch7_ex5, ch7_ex6
 from .ch8 import ch8_ex1, ch8_ex2, ch8_ex3, ch8_ex4, ch8_ex5
 from .ch9 import ch9_ex1, ch9_ex2, ch9_ex3, ch9_ex4, ch9_ex5, ch9_ex6
-from .ch10 import ch10_ex1, ch10_ex2, ch10_ex3, ch10_ex4
-from .ch11 import ch11_ex1, ch11_ex2, ch11_ex3, ch11_ex4
-from .ch12 import ch12_ex1, ch12_ex2, ch12_ex3
+from .ch10 import ch10_ex1, ch10_ex2, ch10_ex3, ch10_ex4, ch10_ex5
+from .ch11 import ch11_ex1, ch11_ex2, ch11_ex3, ch11_ex4, ch11_ex5
+from .ch12 import ch12_ex1, ch12_ex2, ch12_ex3, ch12_ex4
 
 __all__ = ["Verdict", "answer_check", "NOT_ANSWERED",
            "ch1_ex1", "ch1_ex2", "ch1_ex3", "ch1_ex4",
@@ -29,6 +29,6 @@ __all__ = ["Verdict", "answer_check", "NOT_ANSWERED",
            "ch7_ex1", "ch7_ex2", "ch7_ex3", "ch7_ex4", "ch7_ex5", "ch7_ex6",
            "ch8_ex1", "ch8_ex2", "ch8_ex3", "ch8_ex4", "ch8_ex5",
            "ch9_ex1", "ch9_ex2", "ch9_ex3", "ch9_ex4", "ch9_ex5", "ch9_ex6",
-           "ch10_ex1", "ch10_ex2", "ch10_ex3", "ch10_ex4",
-           "ch11_ex1", "ch11_ex2", "ch11_ex3", "ch11_ex4",
-           "ch12_ex1", "ch12_ex2", "ch12_ex3"]
+           "ch10_ex1", "ch10_ex2", "ch10_ex3", "ch10_ex4", "ch10_ex5",
+           "ch11_ex1", "ch11_ex2", "ch11_ex3", "ch11_ex4", "ch11_ex5",
+           "ch12_ex1", "ch12_ex2", "ch12_ex3", "ch12_ex4"]

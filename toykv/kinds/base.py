@@ -65,12 +65,16 @@ class Seen:
     [(B,) Tk, ...] per entry name), `positions` [Tk] of those keys (ascending), `mask` [T, Tk]
     (True: that query may see that key; None: every query sees every key), `queries` [T] the
     new tokens' positions. `observe`, if set, is shown the step's attention weights (an H2O
-    cache counts them); `layer` and `batch` say whose they are (for watch_attention)."""
+    cache counts them); `layer` and `batch` say whose they are (for watch_attention).
+    `rows`, if set, makes the softmax go one query at a time: rows.visible(t) says which keys
+    query t sees (bool [Tk]) and rows.saw(t, weights [..., Tk]) is shown its weights before
+    query t + 1 asks (H2O's heavy hitters change after every query: its step stays exact)."""
     kv: dict
     positions: np.ndarray
     mask: np.ndarray | None
     queries: np.ndarray
     observe: object = None
+    rows: object = None
     layer: int | None = None
     batch: int | None = None
 
