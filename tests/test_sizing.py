@@ -398,3 +398,22 @@ def test_kv_sharing_bad_values_are_refused(bad):
         kv_bytes_per_token(llama.config, kv_sharing=bad)
     with pytest.raises(ValueError, match="kv_sharing"):
         kv_share(llama, 1000, kv_sharing=bad)
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "gemma-3-27b", "deepseek-v2",
+                                  "qwen3-next-80b-a3b"])
+@pytest.mark.parametrize("s", [2, 3, 5])
+def test_a_config_that_shares_counts_what_the_kv_sharing_argument_counts(name, s):
+    """A config built with kv_sharing = s (one toykv's model runs) describes its reusing layers
+    itself; every count of sizing then equals the count of the argument on the plain config."""
+    model = zoo.get(name)
+    shared = replace(model.config, kv_sharing=s)
+    assert kv_bytes_per_token(shared) == kv_bytes_per_token(model.config, kv_sharing=s)
+    assert kv_cache_bytes(shared, 70_000, batch=3, bytes_per_value=1, scale_bytes=4) == \
+        kv_cache_bytes(model.config, 70_000, batch=3, bytes_per_value=1, scale_bytes=4,
+                       kv_sharing=s)
+    assert param_count(model.config) - param_count(shared) == \
+        kv_projection_params(model.config, s)
+    assert kv_projection_params(shared) == 0
+    with pytest.raises(ValueError, match="already shares"):
+        kv_bytes_per_token(shared, kv_sharing=2)

@@ -354,11 +354,19 @@ class KVCache:
         read-only (a view, or a copy for float16, int8 and a wrapped ring)."""
         layer = validate.count("layer", layer, 0, self.config.n_layers - 1)
         validate.choice("name", name, self.names)
+        self._check_stores(layer)
         cache = self.layers[layer]
         rows = cache.read(name, self.length - self.held(layer), self.length)
         rows = rows if self.batch else rows[0]
         rows.flags.writeable = False
         return rows
+
+    def _check_stores(self, layer: int):
+        """A layer that reuses another's keys and values (kv_sharing) holds none: refused."""
+        source = self.config.kv_sources[layer]
+        if source != layer:
+            raise ValueError(f"layer {layer} holds no keys or values: with kv_sharing="
+                             f"{self.config.kv_sharing} it attends to layer {source}'s")
 
     # -- writing ---------------------------------------------------------------------
     def update(self, layer: int, **new: np.ndarray) -> tuple[dict, np.ndarray]:
@@ -369,6 +377,7 @@ class KVCache:
         [Tk] of those keys). Call advance(T) once every layer has been updated.
         """
         layer = validate.count("layer", layer, 0, self.config.n_layers - 1)
+        self._check_stores(layer)
         if len(new) != len(self.names) or any(name not in new for name in self.names):
             missing = [n for n in self.names if n not in new]
             raise ValueError(f"update needs exactly {self.names} for this cache; missing "

@@ -7,11 +7,14 @@ toykv.flops, toykv.sizing, toykv.variants and toykv.steptime read it, so the att
 the layer kind are decided here and nowhere else:
 
 - the attention kind ('mha', 'gqa', 'mqa' share one form, H_kv heads of keys and values; 'mla'
-  is DeepSeek-V2's latent form, deepseek2024v2) gives the cache entries and their per-token
-  shapes, the weight shapes, how many values RoPE turns, and the FLOPs of a layer;
+  is DeepSeek-V2's latent form, deepseek2024v2; 'lowrank' a latent from which H_kv heads of keys
+  and values are rebuilt, RoPE after) gives the cache entries and their per-token shapes, the
+  weight shapes, how many values RoPE turns, and the FLOPs of a layer;
 - the layer kind ('full', 'sliding', 'linear') gives the positions held at a context and the
   mask: a sliding layer keeps the last w = sliding_window positions, a linear-attention layer
-  a fixed state of linear_state_values values (for sizing only: the numpy model has none).
+  a fixed state of linear_state_values values (for sizing only: the numpy model has none);
+- cross-layer sharing (kv_sharing = s > 1) makes the layers that reuse another layer's keys
+  and values: they cache nothing and have no projections that make cache entries.
 
 KV_DTYPE_BYTES is the one table of what a stored value costs in each cache dtype.
 """
@@ -39,7 +42,8 @@ class LayerSpec:
     of a sliding layer (else None); n_heads, head_dim: H and d_h of the queries; rope_dim: the
     values RoPE turns per head (d_h, or MLA's d_h^R); entries: the cache's (name, per-token
     shape) pairs; weights: (name, shape) pairs in the order a seeded model draws them;
-    state_values: a linear layer's fixed state per sequence.
+    state_values: a linear layer's fixed state per sequence; shares_kv: the layer attends to
+    an earlier layer's cache (config.kv_sources) and so has no entries and no KV_PROJECTIONS.
     """
 
     kind: str
@@ -51,6 +55,7 @@ class LayerSpec:
     entries: tuple
     weights: tuple
     state_values: int = 0
+    shares_kv: bool = False
 
     @property
     def is_sliding(self) -> bool:
@@ -156,17 +161,44 @@ def _latent(c) -> dict:
                          ("w_uk", (r, H * hd)), ("w_uv", (r, H * hd))))
 
 
-ATTENTION_FORMS = {"mha": _kv_heads, "gqa": _kv_heads, "mqa": _kv_heads, "mla": _latent}
+def _lowrank(c) -> dict:
+    """A latent c_kv of r values per token, rebuilt into H_kv heads of keys and values."""
+    D, H, Hkv, hd, r = c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.kv_lora_rank
+    return dict(entries=(("c_kv", (r,)),), rope_dim=hd,
+                weights=(("wq", (D, H * hd)), ("w_dkv", (D, r)), ("w_uk", (r, Hkv * hd)),
+                         ("w_uv", (r, Hkv * hd))))
+
+
+ATTENTION_FORMS = {"mha": _kv_heads, "gqa": _kv_heads, "mqa": _kv_heads, "mla": _latent,
+                   "lowrank": _lowrank}
+# the weights that make a layer's cache entries: a layer that reuses another's has none
+KV_PROJECTIONS = {"mha": ("wk", "wv"), "gqa": ("wk", "wv"), "mqa": ("wk", "wv"),
+                  "mla": ("w_dkv", "kv_norm"), "lowrank": ("w_dkv",)}
 
 
 def _attention_core(spec: LayerSpec, absorb: bool) -> tuple[tuple, int, int]:
     """(weights applied to every cached key, values per score, values per weighted sum)."""
+    if spec.attention == "lowrank":      # keys and values rebuilt from every cached latent
+        return ("w_uk", "w_uv"), spec.head_dim, spec.head_dim
     if spec.attention != "mla":
         return (), spec.head_dim, spec.head_dim
-    r, rd = spec.entry_shapes["c_kv"][0], spec.entry_shapes["k_rope"][0]
+    r, rd = spec.weight_shapes["w_uk"][0], spec.rope_dim      # a reusing layer caches none
     if absorb:              # scores against the latent and the rotary key; sums of latents
         return (), r + rd, r
     return ("w_uk", "w_uv"), spec.head_dim + rd, spec.head_dim      # keys, values rebuilt
+
+
+def kv_sources(config) -> tuple[int, ...]:
+    """For each layer, the layer whose cache it attends to. With kv_sharing = s, a kind's layers
+    are taken s at a time in order and the first of each group stores for the group
+    (brandon2024cla; toykv.sizing counts the same layers); a linear layer keeps its own state."""
+    seen, first, sources = {}, {}, []
+    for i, kind in enumerate(config.layer_kinds):
+        rank = seen[kind] = seen.get(kind, -1) + 1               # i's place among its kind
+        if kind == "linear" or rank % config.kv_sharing == 0:
+            first[kind] = i
+        sources.append(i if kind == "linear" else first[kind])
+    return tuple(sources)
 
 
 def describe(config) -> tuple[LayerSpec, ...]:
@@ -176,16 +208,24 @@ def describe(config) -> tuple[LayerSpec, ...]:
     D, F, H, hd = c.d_model, c.d_ff, c.n_heads, c.head_dim
     weights = (("attn_norm", (D,)), ("mlp_norm", (D,)), ("w_gate", (D, F)), ("w_up", (D, F)),
                ("w_down", (F, D)), ("wo", (H * hd, D))) + form["weights"]
-    specs = {}
-    for kind in dict.fromkeys(c.layer_kinds):
+    reused = tuple(w for w in weights if w[0] not in KV_PROJECTIONS[c.attention])
+
+    def spec(kind, shares):
         # a linear layer has no cache entries; its weights are counted as toykv's attention
         # block (toykv has no linear-attention weights: hfconfig counts a real model's)
-        specs[kind] = LayerSpec(
+        return LayerSpec(
             kind=kind, attention=str(c.attention),
             window=c.sliding_window if kind == "sliding" else None, n_heads=H, head_dim=hd,
-            rope_dim=form["rope_dim"], entries=() if kind == "linear" else form["entries"],
-            weights=weights, state_values=c.linear_state_values if kind == "linear" else 0)
-    return tuple(specs[kind] for kind in c.layer_kinds)
+            rope_dim=form["rope_dim"],
+            entries=() if kind == "linear" or shares else form["entries"],
+            weights=reused if shares else weights,
+            state_values=c.linear_state_values if kind == "linear" else 0, shares_kv=shares)
+
+    specs = {}
+    keys = [(kind, source != i) for i, (kind, source) in
+            enumerate(zip(c.layer_kinds, kv_sources(c)))]
+    return tuple(specs[key] if key in specs else specs.setdefault(key, spec(*key))
+                 for key in keys)
 
 
 def groups(config) -> list[tuple[LayerSpec, int]]:
@@ -216,5 +256,5 @@ def check_absorb(config, absorb) -> bool:
     return absorb
 
 
-__all__ = ["LayerSpec", "describe", "groups", "check_kv_dtype", "check_absorb",
-           "KV_DTYPE_BYTES", "ATTENTION_FORMS"]
+__all__ = ["LayerSpec", "describe", "kv_sources", "groups", "check_kv_dtype", "check_absorb",
+           "KV_DTYPE_BYTES", "ATTENTION_FORMS", "KV_PROJECTIONS"]

@@ -163,11 +163,12 @@ def rows(x: np.ndarray, width: int | None = None) -> np.ndarray:
 
 def weight_shapes(config: ModelConfig) -> dict:
     """The shape of every weight: {'embed', 'final_norm', 'lm_head' (None when tied), 'layers':
-    {name: shape} of each layer (its LayerSpec's)}. Projections are [in, out]; norms vectors."""
+    a {name: shape} per layer (its LayerSpec's; with kv_sharing the reusing layers have no K/V
+    projections)}. Projections are [in, out]; norms vectors."""
     c = check_config(config)
     return {"embed": (c.vocab_size, c.d_model), "final_norm": (c.d_model,),
             "lm_head": None if c.tie_embeddings else (c.d_model, c.vocab_size),
-            "layers": c.layers[0].weight_shapes}
+            "layers": [spec.weight_shapes for spec in c.layers]}
 
 
 def _checked(name: str, array, shape) -> np.ndarray:
@@ -304,9 +305,11 @@ class ToyTransformer:
 
     @property
     def attend(self):
-        """The attention form of this model's layers: attention (H_kv heads of keys and values)
-        or mla_attention (MLA's latent), as its config says."""
-        return self.mla_attention if self.config.attention == "mla" else self.attention
+        """The attention form of this model's layers: attention (H_kv heads of keys and values),
+        mla_attention (MLA's latent) or lowrank_attention (a latent rebuilt into H_kv heads), as
+        its config says."""
+        return {"mla": self.mla_attention, "lowrank": self.lowrank_attention}.get(
+            self.config.attention, self.attention)
 
     @property
     def exact(self) -> bool:
@@ -357,10 +360,11 @@ class ToyTransformer:
         rope = self.cos[start:start + T], self.sin[start:start + T]      # [T, d], every layer
         x = self.embed[ids if batched else ids[0]]                       # [..., T, D]
         attend = self.attend
+        shared = {} if self.config.kv_sharing > 1 else None   # layers reuse others' K, V
         try:
             for i, layer in enumerate(self.layers):
                 h = self.rms_norm(x, layer["attn_norm"])
-                x = x + attend(h, layer, i, positions, cache, rope)
+                x = x + attend(h, layer, i, positions, cache, rope, shared)
                 h = self.rms_norm(x, layer["mlp_norm"])
                 x = x + self.mlp(h, layer)
         except BaseException:                         # a step is all or nothing
@@ -444,31 +448,41 @@ class ToyTransformer:
         act *= up
         return self.ops.matmul(act, layer["w_down"]).reshape(h.shape)
 
-    def attention(self, h, layer, i, positions, cache=None, rope=None):
+    def attention(self, h, layer, i, positions, cache=None, rope=None, shared=None):
         """Layer i's attention (MHA, GQA, MQA) for the new tokens at
         `positions` [T]: h [..., T, D] -> [..., T, D] (... : one sequence,
         or B). With a cache (forward has checked it) their keys and values
         join it, and the queries attend over every key it holds.
-        rope: (cos, sin) [T, d_h] of the positions, if already looked up."""
+        rope: (cos, sin) [T, d_h] of the positions, if already looked up.
+        shared: {layer: (k, v, key positions)} made so far in this pass;
+        keys and values found there are attended to, not made again."""
         c, mm = self.config, self.ops.matmul
         H, Hkv, G, hd = c.n_heads, c.n_kv_heads, c.group_size, c.head_dim
         *lead, T, D = h.shape
-        # project: every head's query, key and value in one product
-        qkv = mm(rows(h), Layer.of(layer).fused["qkv"])  # [B T, (H+2H_kv) d_h]
-        qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)  # [..., T, heads, d_h]
-        q = qkv[..., :H, :]                         # [..., T, H, d_h]
-        k = qkv[..., H:H + Hkv, :]                  # [..., T, H_kv, d_h]
-        v = qkv[..., H + Hkv:, :]                   # [..., T, H_kv, d_h]
-        # rotate: RoPE turns each query and key by its position's angle
         cos, sin = self.rope(positions) if rope is None else rope  # [T, d_h]
         cos, sin = cos[:, None], sin[:, None]       # [T, 1, d_h]
-        q = apply_rope(q, cos, sin)
-        k = apply_rope(k, cos, sin)
-        # append to the cache: attend over all it holds, the new keys too
-        key_pos = positions                         # [Tk]
-        if cache is not None:
-            kv, key_pos = cache.append(i, k=k, v=v)
-            k, v = kv["k"], kv["v"]                 # [..., Tk, H_kv, d_h]
+        made = None if shared is None else shared.get(c.kv_sources[i])
+        if made is not None:   # an earlier layer's (kv_sharing), or rebuilt ('lowrank')
+            q = mm(rows(h), layer["wq"]).reshape(*lead, T, H, hd)
+            q = apply_rope(q, cos, sin)             # [..., T, H, d_h]
+            k, v, key_pos = made                    # [..., Tk, H_kv, d_h] each, [Tk]
+        else:
+            # project: every head's query, key and value in one product
+            qkv = mm(rows(h), Layer.of(layer).fused["qkv"])  # [B T, (H+2H_kv) d_h]
+            qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)  # [..., T, heads, d_h]
+            q = qkv[..., :H, :]                     # [..., T, H, d_h]
+            k = qkv[..., H:H + Hkv, :]              # [..., T, H_kv, d_h]
+            v = qkv[..., H + Hkv:, :]               # [..., T, H_kv, d_h]
+            # rotate: RoPE turns each query and key by its position's angle
+            q = apply_rope(q, cos, sin)
+            k = apply_rope(k, cos, sin)
+            # append to the cache: attend over all it holds, the new keys too
+            key_pos = positions                     # [Tk]
+            if cache is not None:
+                kv, key_pos = cache.append(i, k=k, v=v)
+                k, v = kv["k"], kv["v"]             # [..., Tk, H_kv, d_h]
+            if shared is not None:
+                shared[i] = k, v, key_pos
         # group the query heads: the G queries that share each KV head
         q = np.swapaxes(q, -3, -2)                  # [..., H, T, d_h]
         q = q.reshape(*lead, Hkv, G, T, hd)         # [..., H_kv, G, T, d_h]
@@ -487,29 +501,36 @@ class ToyTransformer:
         out = mm(rows(out, H * hd), layer["wo"])    # [B T, D]
         return out.reshape(h.shape)                 # [..., T, D]
 
-    def mla_attention(self, h, layer, i, positions, cache=None, rope=None):
+    def mla_attention(self, h, layer, i, positions, cache=None, rope=None, shared=None):
         """DeepSeek-V2's latent attention (deepseek2024v2), h [..., T, D] -> the same shape, as
         attention() takes it (rope: cos, sin [T, d_h^R]); the cache holds c_kv [r] and k_rope
         [d_h^R] per token. self.absorb picks the absorbed or expanded form. Every query head
         shares the latent and the rotary key: a product with them broadcasts over the heads,
-        and Ops.matmul reads a long one once for all heads."""
+        and Ops.matmul reads a long one once for all heads. shared: as attention() takes it,
+        {layer: (c_kv, k_rope, key positions)}."""
         c, mm = self.config, self.ops.matmul
         *lead, T, D = h.shape
         H, hd, r, rd = c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
         cos, sin = self.rope(positions) if rope is None else rope        # [T, d_h^R]
-        # project: per-head queries, and one latent and rotary key per token for all heads
+        # project: per-head queries (rotary parts turned by RoPE)
         q = mm(rows(h), layer["wq"]).reshape(*lead, T, H, hd + rd)
         q = np.swapaxes(q, -3, -2)                                       # [..., H, T, d_h + d_h^R]
-        ckv = mm(rows(h), layer["w_dkv"])                                # [B T, r + d_h^R]
-        c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(*lead, T, r)   # the latent
-        # rotate: RoPE on the rotary parts only
         q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
-        k_rope = apply_rope(ckv[:, r:].reshape(*lead, T, rd), cos, sin)  # [..., T, d_h^R] shared
-        # append to the cache: the latent and the rotary key of every position held
-        key_pos = positions
-        if cache is not None:
-            kv, key_pos = cache.append(i, c_kv=c_kv, k_rope=k_rope)
-            c_kv, k_rope = kv["c_kv"], kv["k_rope"]                      # [..., Tk, r], [.., d_h^R]
+        made = None if shared is None else shared.get(c.kv_sources[i])
+        if made is not None:                       # an earlier layer's latents (kv_sharing)
+            c_kv, k_rope, key_pos = made
+        else:
+            # project: one latent and one rotary key per token for all heads
+            ckv = mm(rows(h), layer["w_dkv"])                            # [B T, r + d_h^R]
+            c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(*lead, T, r)  # latent
+            k_rope = apply_rope(ckv[:, r:].reshape(*lead, T, rd), cos, sin)  # [..., T, d_h^R]
+            # append to the cache: the latent and the rotary key of every position held
+            key_pos = positions
+            if cache is not None:
+                kv, key_pos = cache.append(i, c_kv=c_kv, k_rope=k_rope)
+                c_kv, k_rope = kv["c_kv"], kv["k_rope"]                  # [..., Tk, r], [.., d_h^R]
+            if shared is not None:
+                shared[i] = c_kv, k_rope, key_pos
         Tk = len(key_pos)
         # attend: every head scores the shared rotary keys (and, absorbed, the latents)
         rope_scores = mm(q_rope, np.swapaxes(k_rope, -1, -2)[..., None, :, :])  # [.., H, T, Tk]
@@ -535,6 +556,38 @@ class ToyTransformer:
         # project out: the heads side by side, through W_O
         out = np.swapaxes(out, -3, -2)                                   # [..., T, H, d_h]
         return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
+
+    def lowrank_attention(self, h, layer, i, positions, cache=None, rope=None, shared=None):
+        """A latent per token rebuilt into H_kv heads of keys and values ('lowrank', as
+        toykv.convert.low_rank_kv makes it): h [..., T, D] -> the same shape, as attention()
+        takes it. The cache holds c_kv [r] per token; each step rebuilds K = RoPE(c_kv W_UK), at
+        the keys' positions, and V = c_kv W_UV, then attends as attention() does. With RoPE
+        after the rebuild, W_UK cannot be absorbed into the query: DeepSeek-V2 keeps a rotary
+        key apart for that (deepseek2024v2). shared: {layer: (c_kv, key positions)}."""
+        c, mm = self.config, self.ops.matmul
+        Hkv, hd = c.n_kv_heads, c.head_dim
+        *lead, T, D = h.shape
+        source = c.kv_sources[i]
+        made = None if shared is None else shared.get(source)
+        if made is not None:                       # an earlier layer's latents (kv_sharing)
+            c_kv, key_pos = made
+        else:
+            # project: one latent of r values per token
+            c_kv = mm(rows(h), layer["w_dkv"]).reshape(*lead, T, -1)   # [..., T, r]
+            # append to the cache: the latents of every position held
+            key_pos = positions
+            if cache is not None:
+                kv, key_pos = cache.append(i, c_kv=c_kv)
+                c_kv = kv["c_kv"]                                       # [..., Tk, r]
+            if shared is not None:
+                shared[i] = c_kv, key_pos
+        # rebuild: every held position's keys and values; RoPE turns the keys at their positions
+        Tk = len(key_pos)
+        k = mm(rows(c_kv), layer["w_uk"]).reshape(*lead, Tk, Hkv, hd)
+        v = mm(rows(c_kv), layer["w_uv"]).reshape(*lead, Tk, Hkv, hd)
+        cos, sin = self.rope(key_pos)                                   # [Tk, d_h]
+        k = apply_rope(k, cos[:, None], sin[:, None])
+        return self.attention(h, layer, i, positions, cache, rope, {source: (k, v, key_pos)})
 
     def mask(self, positions, key_pos, layer, cache=None):
         """Bool [T, Tk]: True where a query position may see a key position (causal, and inside

@@ -239,10 +239,12 @@ class PagedLayer:
         return self.spec.held(length)
 
     def nbytes(self, length: int) -> int:
-        """Bytes of the blocks the sequence holds, this layer's share."""
+        """Bytes of the blocks the sequence holds, this layer's share (0 for a layer that reuses
+        another's keys and values)."""
         pool = self.seq.pool
-        per_token = pool.block_nbytes // pool.block_size // self.seq.config.n_layers
-        return len(self.seq.table) * pool.block_size * per_token
+        per_slot = sum(a.nbytes for a in self.arrays.values()) // (pool.num_blocks *
+                                                                    pool.block_size)
+        return len(self.seq.table) * pool.block_size * per_slot
 
     def read(self, name: str, first: int, end: int) -> np.ndarray:
         """Positions first..end-1 as float32 [1, end - first, ...], gathered from their blocks

@@ -116,6 +116,10 @@ def check_policy(policy, config, batch) -> CachePolicy:
     if any(spec.kind != "full" for spec in config.layers):
         raise ValueError("a cache policy needs full-attention layers only; this config has "
                          f"{sorted(set(config.layer_kinds))}")
+    if config.kv_sharing > 1:
+        raise ValueError(f"a cache policy chooses tokens per layer from the attention that layer "
+                         f"gave; with kv_sharing={config.kv_sharing} layers read other layers' "
+                         "caches: give a config with kv_sharing=1")
     return policy
 
 
@@ -175,9 +179,10 @@ class PolicyLayer(FullLayer):
         positions = np.concatenate([self.positions, np.arange(start, start + T)])
         if self.policy.positions == "renumbered" and n:
             place = np.arange(n) + start - n                   # just before the new tokens
-            key = "k" if "k" in out else "k_rope"
-            out[key] = out[key].copy()
-            out[key][:, :n] = _rotate(out[key][:, :n], place - self.positions, self.theta)
+            key = "k" if "k" in out else "k_rope" if "k_rope" in out else None
+            if key is not None:              # 'lowrank' turns its keys at `positions` itself
+                out[key] = out[key].copy()
+                out[key][:, :n] = _rotate(out[key][:, :n], place - self.positions, self.theta)
             positions[:n] = place
         return out, positions
 

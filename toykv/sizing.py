@@ -6,7 +6,8 @@ per token and layer (deepseek2024v2, Table 1). Sliding layers stop at w = slidin
 tokens; linear-attention layers hold a fixed state. Each layer says what it holds and weighs
 (toykv.layers: config.layers); this module adds them up. Every count is an exact Python int.
 kv_sharing = s > 1 sizes cross-layer KV sharing (brandon2024cla, characterai2024inference):
-of each kind's layers, one in s stores K and V and the next s - 1 reuse them.
+of each kind's layers, one in s stores K and V and the next s - 1 reuse them. A config built
+with kv_sharing = s (one the model runs) describes those layers itself; its count is the same.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 
 from . import validate
 from .config import ModelConfig, check_config
+from .layers import KV_PROJECTIONS
 
 
 # -- argument checks: toykv.validate, the one policy for numbers ----------------------
@@ -29,18 +31,17 @@ def _whole(count, size, what):
 
 
 # -- cross-layer KV sharing --------------------------------------------------------------
-# the weights that make a layer's cache entries: a layer that reuses another's K and V has none
-KV_PROJECTIONS = {"mha": ("wk", "wv"), "gqa": ("wk", "wv"), "mqa": ("wk", "wv"),
-                  "mla": ("w_dkv", "kv_norm")}
-
-
 def kv_layer_groups(config: ModelConfig, kv_sharing=1) -> list[tuple]:
     """(spec, layers that store their own cache) per distinct layer of config. With
     kv_sharing = s, a kind's layers in order are taken s at a time: the first stores K and V,
     the other s - 1 attend to them (CLA, brandon2024cla), so ceil(n / s) of n layers store.
-    Linear-attention layers keep their own state. s = 1: every layer stores (no sharing)."""
+    Linear-attention layers keep their own state. s = 1: every layer stores (no sharing).
+    A config that shares already (config.kv_sharing > 1) has layers that store nothing."""
     check_config(config)
     s = validate.count("kv_sharing", kv_sharing, 1, config.n_layers)
+    if s > 1 and config.kv_sharing > 1:
+        raise ValueError(f"kv_sharing={s} on a config that already shares (its kv_sharing is "
+                         f"{config.kv_sharing}): give kv_sharing=1, the config counts it")
     return [(spec, n if spec.kind == "linear" else math.ceil(n / s))
             for spec, n in config.layer_groups]
 
@@ -50,7 +51,7 @@ def kv_projection_params(config: ModelConfig, kv_sharing=1) -> int:
     down-projection and norm) of every layer that reuses another layer's cache."""
     stores = dict(kv_layer_groups(config, kv_sharing))
     return sum((n - stores[spec]) * math.prod(spec.weight_shapes[name])
-               for spec, n in config.layer_groups if spec.kind != "linear"
+               for spec, n in config.layer_groups if spec.kind != "linear" and not spec.shares_kv
                for name in KV_PROJECTIONS[spec.attention])
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from . import sizing, validate
-from .config import ATTENTION_KINDS, ModelConfig, check_config, long_context_toy
+from .config import ModelConfig, check_config, long_context_toy
 from .flops import cached_step_flops
 from .layers import KV_DTYPE_BYTES, check_absorb, check_kv_dtype
 from .sizing import kv_cache_bytes
 
-VARIANTS = ATTENTION_KINDS            # 'mha', 'gqa', 'mqa', 'mla': toykv.config's one list
+VARIANTS = ("mha", "gqa", "mqa", "mla")   # chapter 7's four ('lowrank' is a conversion's)
 WEIGHT_BYTES = 4                      # toykv's weights are float32
 # the variants of chapters 7 and 8: GQA with G = 4, MLA with DeepSeek-V2's ratios to head_dim
 # (kv_lora_rank = 4 d_h, rope_head_dim = d_h / 2)
