@@ -179,6 +179,27 @@ def quantize_cache(cache, scheme: QuantScheme, done: int = 0, row: int | None = 
     return max(q, done)
 
 
+def quantized_logits(model, token_ids, scheme: QuantScheme) -> np.ndarray:
+    """Logits [N, |V|] of a text read through a cache quantized by `scheme`: a float32 cache fed
+    `group` tokens per step, each whole group quantized once it is older than the residual
+    (quantize_cache). When residual is a multiple of group, every token sees what it would see
+    decoded one at a time; otherwise the text goes one token per step."""
+    check_model(model)
+    if not isinstance(scheme, QuantScheme):
+        raise ValueError(f"scheme must be a QuantScheme, got {type(scheme).__name__}")
+    _check_layers(model.config)
+    ids = validate.token_ids("token_ids", token_ids, model.config.vocab_size,
+                             model.config.max_seq_len)
+    if not ids:
+        raise ValueError("token_ids must hold at least one token")
+    chunk = scheme.group if scheme.residual % scheme.group == 0 else 1
+    cache, done, rows = model.new_cache(capacity=len(ids)), 0, []
+    for start in range(0, len(ids), chunk):
+        rows.append(model.forward(ids[start:start + chunk], cache))        # [T, |V|]
+        done = quantize_cache(cache, scheme, done)
+    return np.concatenate(rows)
+
+
 def key_channel_spread(cache) -> np.ndarray:
     """Per layer: the largest channel's max |key| over the median channel's (channels of
     every KV head, over the tokens held). [n_layers]"""
@@ -269,5 +290,5 @@ def compare_schemes(model, prefix_cache, prompt_ids, n_new: int, schemes) -> dic
 
 
 __all__ = ["forced_logits", "compare_cache", "QUANT_BITS", "SCALES", "SCALE_BYTES",
-           "round_trip", "QuantScheme", "quantize_cache", "key_channel_spread", "key_error",
-           "compare_schemes"]
+           "round_trip", "QuantScheme", "quantize_cache", "quantized_logits",
+           "key_channel_spread", "key_error", "compare_schemes"]
