@@ -85,33 +85,32 @@ def attention_inputs(model, token_ids) -> list[np.ndarray]:
 
 
 def low_rank_kv(model, rank: int, calibration=None) -> ToyTransformer:
-    """The model with a latent of `rank` values per token and layer in its cache ('lowrank').
-
-    Each layer's W_KV = [W_K | W_V] [D, 2 H_kv d_h] is projected on r orthonormal directions P
-    [2 H_kv d_h, r] of its outputs: W_DKV = W_KV P makes the latent the cache holds and
-    W_UKV = P^T rebuilds the keys and values, so W_KV becomes W_KV P P^T. P holds the r largest
-    eigenvectors of W_KV^T W_KV (the SVD of the weights, ji2025mha2mla), or, given calibration
-    (attention_inputs of some text: h [T, D] per layer), of Y^T Y for the keys and values
-    Y = h W_KV the layer makes on that text (PCA, meng2025transmla). rank = min(D, 2 H_kv d_h)
-    keeps everything. RoPE turns the rebuilt keys, as it turned the keys before."""
+    """The model with a latent of `rank` values per token and layer in its
+    cache ('lowrank'). W_KV = [W_K | W_V] is projected on r orthonormal
+    directions P of its outputs: W_DKV = W_KV P makes the latent, P^T
+    rebuilds the keys and values. P: the r largest eigenvectors of
+    W_KV^T W_KV (the weights' SVD, ji2025mha2mla) or, given calibration
+    (attention_inputs of some text), of Y^T Y for the keys and values
+    Y = h W_KV the layer makes on it (PCA, meng2025transmla)."""
     c = _check_kv_heads_model(model, "low_rank_kv")
-    width = 2 * c.n_kv_heads * c.head_dim                       # values a token caches now
+    width = 2 * c.n_kv_heads * c.head_dim         # values a token caches now
     rank = validate.count("rank", rank, 1, min(c.d_model, width))
     if calibration is not None:
         _check_inputs(calibration, c)
     weights = weights_of(model)
     for i, layer in enumerate(weights["layers"]):
-        w_kv = np.concatenate([layer.pop("wk"), layer.pop("wv")], axis=1).astype(np.float64)
+        w_kv = np.concatenate([layer.pop("wk"), layer.pop("wv")], axis=1)
+        w_kv = w_kv.astype(np.float64)                     # [D, 2 H_kv d_h]
         if calibration is None:
-            gram = w_kv.T @ w_kv                                # [2 H_kv d_h, 2 H_kv d_h]
+            gram = w_kv.T @ w_kv                # [2 H_kv d_h, 2 H_kv d_h]
         else:
-            kv = calibration[i] @ w_kv                          # [T, 2 H_kv d_h], before RoPE
+            kv = calibration[i] @ w_kv          # [T, 2 H_kv d_h], before RoPE
             gram = kv.T @ kv
-        _, vectors = np.linalg.eigh(gram)                       # ascending eigenvalues
-        basis = vectors[:, ::-1][:, :rank]                      # [2 H_kv d_h, r], largest
-        layer["w_dkv"] = (w_kv @ basis).astype(np.float32)      # [D, r]
-        layer["w_uk"] = basis.T[:, :width // 2].astype(np.float32)   # [r, H_kv d_h]
-        layer["w_uv"] = basis.T[:, width // 2:].astype(np.float32)   # [r, H_kv d_h]
+        _, vectors = np.linalg.eigh(gram)       # ascending eigenvalues
+        basis = vectors[:, ::-1][:, :rank]      # [2 H_kv d_h, r], largest
+        layer["w_dkv"] = (w_kv @ basis).astype(np.float32)       # [D, r]
+        layer["w_uk"] = basis.T[:, :width // 2].astype(np.float32)
+        layer["w_uv"] = basis.T[:, width // 2:].astype(np.float32)
     config = replace(c, attention="lowrank", kv_lora_rank=rank)
     return ToyTransformer(config, weights=weights, exact=model.exact)
 

@@ -448,7 +448,8 @@ class ToyTransformer:
         act *= up
         return self.ops.matmul(act, layer["w_down"]).reshape(h.shape)
 
-    def attention(self, h, layer, i, positions, cache=None, rope=None, shared=None):
+    def attention(self, h, layer, i, positions, cache=None, rope=None,
+                  shared=None):
         """Layer i's attention (MHA, GQA, MQA) for the new tokens at
         `positions` [T]: h [..., T, D] -> [..., T, D] (... : one sequence,
         or B). With a cache (forward has checked it) their keys and values
@@ -462,14 +463,14 @@ class ToyTransformer:
         cos, sin = self.rope(positions) if rope is None else rope  # [T, d_h]
         cos, sin = cos[:, None], sin[:, None]       # [T, 1, d_h]
         made = None if shared is None else shared.get(c.kv_sources[i])
-        if made is not None:   # an earlier layer's (kv_sharing), or rebuilt ('lowrank')
+        if made is not None:      # kv_sharing's, or rebuilt ('lowrank')
             q = mm(rows(h), layer["wq"]).reshape(*lead, T, H, hd)
             q = apply_rope(q, cos, sin)             # [..., T, H, d_h]
-            k, v, key_pos = made                    # [..., Tk, H_kv, d_h] each, [Tk]
+            k, v, key_pos = made                    # [..., Tk, H_kv, d_h]
         else:
             # project: every head's query, key and value in one product
-            qkv = mm(rows(h), Layer.of(layer).fused["qkv"])  # [B T, (H+2H_kv) d_h]
-            qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)  # [..., T, heads, d_h]
+            qkv = mm(rows(h), Layer.of(layer).fused["qkv"])
+            qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)  # [.., T, heads, d_h]
             q = qkv[..., :H, :]                     # [..., T, H, d_h]
             k = qkv[..., H:H + Hkv, :]              # [..., T, H_kv, d_h]
             v = qkv[..., H + Hkv:, :]               # [..., T, H_kv, d_h]
