@@ -4,7 +4,9 @@
 For every built page holding a widget's static twin ([data-live]): open it with the network
 cut; check the controls are labelled; run the twin's checks (tests/twin_checks.py: the
 page's arithmetic over full grids against size_report and sizing.kv_share, a reader's moves
-on every control, Step/Reset/prompt length against a FillStepper run alongside); check each
+on every control, Step/Reset/prompt length against a FillStepper run alongside, and the
+attention view's layer and head, every figure and weight against that stepper's, with how
+long its script takes from a click to the figures); check each
 twin adds at most 300 KB to its page; fail on any console error, uncaught exception, failed
 request or request leaving the built site. Screenshots of each twin after its controls were
 moved go to _build/screenshots/live-*.png.
@@ -32,7 +34,9 @@ CHECKS = {   # kind -> what is run on it, in order; each returns a count or None
                         ("controls", lambda root: twin_checks.calculator_controls(root, 24))],
     "share-explorer": [("full grid", twin_checks.share_grid),
                        ("controls", twin_checks.share_controls)],
-    "cache-fill": [("clicks", twin_checks.cache_fill_clicks)],
+    "cache-fill": [("clicks", twin_checks.cache_fill_clicks),
+                   ("attention view", twin_checks.attention_clicks),
+                   ("attention input to figure", twin_checks.attention_latency)],
     "block-pool": [("frames", twin_checks.block_pool_clicks)],
 }
 
@@ -66,7 +70,8 @@ def check_page(context, path: Path, name: str, shots: Path) -> tuple[list[str], 
                 problems.append(f"{kind}, {label}: {type(err).__name__}: {err}\n"
                                 + traceback.format_exc(limit=3))
                 continue
-            extra = f" ({count:,} cases)" if isinstance(count, int) else ""
+            extra = (f" ({count:,} cases)" if isinstance(count, int) else
+                     f" ({count})" if isinstance(count, str) else "")
             line.append(f"{label} ok{extra} in {time.perf_counter() - start:.1f} s")
         root.scroll_into_view_if_needed()
         root.screenshot(path=str(shots / f"live-{name.replace('/', '__')[:-5]}-{kind}.png"))

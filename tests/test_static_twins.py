@@ -8,7 +8,9 @@ toykv over full grids.
 - KV share explorer: the page's share for every zoo model at every context, against
   toykv.sizing.kv_share;
 - cache fill: the replayed grid and figures, after each click, against a FillStepper run
-  alongside, and its FLOPs against toykv.flops.
+  alongside, and its FLOPs against toykv.flops;
+- attention view (inside the cache fill): every figure, every weight and the caption, after
+  each Step, Reset and change of layer or head, against that FillStepper's AttentionFrame.
 
 The browser checks are in tests/twin_checks.py; they skip here when Chromium or playwright is
 missing (.ci/run installs Chromium first), and tests/live_widgets_check.py runs them on the
@@ -101,6 +103,36 @@ def test_recorded_runs_cover_every_state_with_the_formula_flops():
             assert frame["flops_uncached"] == flops.full_pass_flops(config, n)
             assert frame["max_abs_diff"] == 0.0         # the exact backend
     assert data["runs"][2]["tokens"][:9] == fill.tokens       # the widget's own run
+
+
+def test_recorded_rows_are_every_weight_the_run_computed():
+    import base64
+
+    import numpy as np
+
+    fill = CacheFill(prompt_len=6, steps=3)
+    data = static_twin.cache_fill_data(fill)
+    assert data["attention"]["layers"] == 2 and data["attention"]["heads"] == 8
+    run, donor = data["runs"][1], data["runs"][5]              # prompt lengths 4 and 16
+    assert (run["rows"]["shared"], run["rows"]["from"], donor["rows"]["shared"]) == (4, 5, 0)
+    stepper = FillStepper(prompt_len=4, max_positions=24, seed=0, steps=20)
+    weights = np.frombuffer(base64.b64decode(run["rows"]["weights"]), "<f4")
+    expected = [stepper.attention_frame(layer, head).weights[i, :i + 1]
+                for layer in range(2) for head in range(8) for i in range(4, 24)]
+    assert run["rows"]["row_first"] == [[0] * 24] * 2          # causal: every row from key 0
+    assert np.array_equal(weights, np.concatenate(expected))   # bit for bit, in order
+    prompt = FillStepper(prompt_len=16, max_positions=24, seed=0)   # its prompt's rows
+    theirs = np.frombuffer(base64.b64decode(donor["rows"]["weights"]), "<f4")
+    first = [prompt.attention_frame(0, 0).weights[i, :i + 1] for i in range(4)]
+    assert np.array_equal(theirs[:10], np.concatenate(first))  # layer 0, head 0, rows 0-3
+    assert np.array_equal(np.concatenate(first), stepper.attention_frame(0, 0).weights[
+        np.tril_indices(4)])                                   # = the 4-token prefill's
+    third = run["frames"][3]["attention"]
+    assert third["cells"] == [28, 28] and third["recompute_weights"] == [28, 28]
+    assert third["key_first"] == [0, 0] and third["past_diff"] == [[0.0] * 8] * 2
+    assert run["frames"][0]["attention"]["past_diff"] is None
+    without = static_twin.cache_fill_data(CacheFill(prompt_len=6, attention=False))
+    assert "attention" not in without and "rows" not in without["runs"][0]
 
 
 def test_recording_creates_no_widget():
@@ -196,6 +228,7 @@ def test_cache_fill_with_a_sliding_window_shows_evicted_cells(browser_page, tmp_
     page.goto(path.as_uri())
     root = _root(page, "cache-fill")
     twin_checks.cache_fill_clicks(root, FillStepper(model, prompt_len=2, steps=1))
+    twin_checks.attention_clicks(root, FillStepper(model, prompt_len=2, steps=1))
     root.locator("[data-control=prompt_length]").select_option("2")
     for _ in range(7):
         root.locator("[data-control=step]").click()
@@ -203,6 +236,56 @@ def test_cache_fill_with_a_sliding_window_shows_evicted_cells(browser_page, tmp_
     assert "evicted" in cells[0] and "dropped by a sliding window" in root.inner_text()
     page.close()
     assert not errors
+
+
+def _fresh_page(browser_page, tmp_path, widget):
+    """A new page of the offline context holding one widget's twin; its errors in a list."""
+    os.environ[static_twin.STATIC_ENV] = "1"
+    try:
+        html = widget._repr_mimebundle_()["text/html"]
+    finally:
+        del os.environ[static_twin.STATIC_ENV]
+    page = browser_page.context.new_page()
+    problems = []
+    from browser_check import watch
+    watch(page, problems)
+    path = tmp_path / "one.html"
+    path.write_text(f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>t"
+                    f"</title></head><body>{html}</body></html>", encoding="utf-8")
+    page.goto(path.as_uri())
+    return page, problems
+
+
+def test_attention_view_replays_the_steppers_attention(browser_page, tmp_path):
+    """The chapter's view as it opens (decode step 3), then prompt lengths 6 and 16 stepped to
+    the end, every layer and head at the prefill and at step 3, against a FillStepper."""
+    page, problems = _fresh_page(browser_page, tmp_path, CacheFill(prompt_len=6, steps=3))
+    root = _root(page, "cache-fill")
+    assert twin_checks.attention_clicks(root, lengths=(6, 16), initial=True) == \
+        1 + 2 * (16 + 16 + 1) + (24 - 6 - 1) + (24 - 16 - 1)
+    for _ in range(24 - 16):                           # the largest view: the last position
+        root.locator("[data-control=step]").click()
+    assert root.get_attribute("data-positions") == "24"
+    assert twin_checks.twin_bytes(root) < TWIN_LIMIT
+    assert "measured in the page" in twin_checks.attention_latency(root, repeats=3)
+    page.close()
+    assert not problems, problems
+
+
+def test_attention_view_of_a_gqa_model_with_mla_rows(browser_page, tmp_path):
+    """Heads that share KV heads (GQA), and MLA's latent cache, replayed as toykv has them."""
+    import toykv
+
+    for config in (toykv.source_toy(n_kv_heads=2, max_seq_len=10),
+                   toykv.source_toy(attention="mla", kv_lora_rank=32, rope_head_dim=8,
+                                    max_seq_len=10)):
+        model = toykv.ToyTransformer(config, exact=True, absorb=config.attention == "mla")
+        page, problems = _fresh_page(browser_page, tmp_path, CacheFill(model, prompt_len=3))
+        root = _root(page, "cache-fill")
+        assert twin_checks.attention_clicks(root, FillStepper(model, prompt_len=3),
+                                            lengths=(2, 3), initial=True) > 60
+        page.close()
+        assert not problems, problems
 
 
 def test_controls_are_labelled_and_ids_deterministic(browser_page):

@@ -704,7 +704,8 @@ def test_byte_formats_say_which_unit():
 
 def test_update_latency_reports_medians():
     result = update_latency(repeats=3)
-    assert set(result) == {"cache_fill_step", "cache_fill_reset", "size_calculator_change"}
+    assert set(result) == {"cache_fill_step", "cache_fill_reset", "attention_layer_head",
+                           "size_calculator_change"}
     assert all(np.isfinite(t) and t > 0 for t in result.values())
     print("measured widget update latency (median, shared machine): " +
           ", ".join(f"{name} {1000 * t:.1f} ms" for name, t in result.items()))

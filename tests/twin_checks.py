@@ -12,6 +12,8 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
+import numpy as np
+
 from toykv import flops, sizing, zoo
 from toykv.widgets import FillStepper, size_report
 from toykv.widgets import size_calculator_view
@@ -264,7 +266,7 @@ def fill_state(root) -> tuple[list, dict]:
     cells = root.evaluate("""root => [...root.querySelectorAll('[data-part=grid] tr')].slice(1)
       .map(tr => [...tr.querySelectorAll('td')].map(td => td.dataset.state))""")
     shown = root.evaluate("""root => Object.fromEntries([...root.querySelectorAll(
-      '[data-quantity]')].map(e => [e.dataset.quantity, e.dataset.value]))""")
+      '[data-part=stats] [data-quantity]')].map(e => [e.dataset.quantity, e.dataset.value]))""")
     return cells, shown
 
 
@@ -282,16 +284,20 @@ def same_as(stepper, root) -> None:
     assert stepper.flops_uncached == flops.full_pass_flops(config, n, stepper.model.absorb)
 
 
+def _stepper_of(data) -> FillStepper:
+    """A FillStepper in the state the twin opened in (its model must be the default one)."""
+    assert data["default_model"], "the twin's model is not the default: pass a stepper"
+    return FillStepper(prompt_len=data["state"]["prompt_len"], max_positions=data["limit"],
+                       seed=data["seed"], steps=data["state"]["step"],
+                       kv_dtype=data["kv_dtype"])
+
+
 def cache_fill_clicks(root, stepper: FillStepper | None = None, lengths=None) -> int:
     """Step to the last position and Reset, for every recorded prompt length (or those in
     `lengths`), by mouse and by keyboard, each state against a FillStepper run alongside;
     returns the states checked."""
     data = root.evaluate("root => window.toykvLive.data(root)")
-    if stepper is None:
-        assert data["default_model"], "the twin's model is not the default: pass a stepper"
-        stepper = FillStepper(prompt_len=data["state"]["prompt_len"],
-                              max_positions=data["limit"], seed=data["seed"],
-                              steps=data["state"]["step"], kv_dtype=data["kv_dtype"])
+    stepper = stepper or _stepper_of(data)
     step, reset = root.locator("[data-control=step]"), root.locator("[data-control=reset]")
     same_as(stepper, root)
     checked = 1
@@ -315,6 +321,155 @@ def cache_fill_clicks(root, stepper: FillStepper | None = None, lengths=None) ->
         same_as(stepper, root)
         assert not step.is_disabled()
     return checked
+
+
+# -- the attention view, inside the cache fill (chapter 3) -------------------------------------
+ATTENTION_COUNTS = ("rows_computed", "weights_computed", "cached_columns", "new_columns",
+                    "cells_shown", "recompute_rows", "recompute_weights")
+
+ATTENTION_STATE_JS = """root => {
+  const q = (sel) => [...root.querySelectorAll(sel)];
+  const L = window.toykvLive, data = L.data(root);
+  const run = data.runs.find(r => r.prompt_len === Number(
+    root.querySelector('[data-control=prompt_length]').value));
+  const i = run.frames.findIndex(f => f.positions === Number(root.dataset.positions));
+  const layer = Number(root.querySelector('[data-control=layer]').value);
+  const head = Number(root.querySelector('[data-control=head]').value);
+  const f = L.attentionFrame(data, run, i, layer, head);
+  const weights = [];
+  for (let r = 0; r < f.n; r++) {
+    const row = [];
+    for (let j = 0; j < f.n; j++) { const w = f.weight(r, j); row.push(Number.isNaN(w) ? null : w); }
+    weights.push(row);
+  }
+  return {layer, head, weights,
+    figures: Object.fromEntries(q('[data-part=attention_figures] [data-quantity]')
+      .map(e => [e.dataset.quantity, e.dataset.value])),
+    newRow: q('[data-part=attention_view] [data-quantity=new_row_weight]')
+      .map(e => [Number(e.dataset.key), e.dataset.value]),
+    cells: q('[data-part=heatmap] rect:not([data-column])').filter(e =>
+      e.getAttribute('fill') !== 'none').map(e => {
+        const a = data.attention, at = (name) => Number(e.getAttribute(name));
+        return [`${(at('y') - a.top) / a.cell},${(at('x') - a.left) / a.cell}`,
+          e.getAttribute('fill')]; }),
+    columns: q('[data-part=heatmap] [data-column]').map(e => [Number(e.dataset.column),
+      e.dataset.source]),
+    caption: root.querySelector('[data-part=attention_caption]').textContent,
+    live: root.querySelector('[data-part=attention_caption]').getAttribute('aria-live')};
+}"""
+
+
+def attention_same_as(stepper: FillStepper, root) -> tuple[int, int]:
+    """The attention view as the page shows it (its layer and head) against the stepper's
+    AttentionFrame: every figure, the newest row's weights and every weight of the matrix
+    exactly, each cell's colour, the column marks and the caption; returns (layer, head)."""
+    from toykv.widgets.attention_view import weight_colour
+
+    shown = root.evaluate(ATTENTION_STATE_JS)
+    layer, head = shown["layer"], shown["head"]
+    frame = stepper.attention_frame(layer, head)
+    where = (stepper.prompt_len, stepper.positions, layer, head)
+    figures = shown["figures"]
+    for name in ATTENTION_COUNTS:
+        assert int(figures.pop(name)) == getattr(frame, name), (where, name)
+    assert float(figures.pop("new_rows_max_diff")) == frame.new_rows_max_diff, where
+    if frame.past_rows_max_diff is not None:
+        assert float(figures.pop("past_rows_max_diff")) == frame.past_rows_max_diff, where
+    assert figures == {}, (where, figures)
+    assert [(j, float(w)) for j, w in shown["newRow"]] == \
+        [(j, float(w)) for j, w in zip(frame.new_row_keys, frame.new_row)], where
+    expected = [[None if np.isnan(w) else float(w) for w in row] for row in frame.weights]
+    assert shown["weights"] == expected, where                   # every weight, exactly
+    cells = dict(shown["cells"])
+    assert len(cells) == frame.cells_shown, where
+    for key, fill in cells.items():
+        i, j = map(int, key.split(","))
+        assert fill == weight_colour(float(frame.weights[i, j])), (where, key)
+    assert shown["columns"] == [[j, "new" if j >= frame.n_cached else "cache"]
+                                for j in range(frame.key_first, frame.positions)], where
+    assert shown["caption"] == frame.caption and shown["live"] == "polite", where
+    return layer, head
+
+
+def attention_clicks(root, stepper: FillStepper | None = None, lengths=None,
+                     initial: bool = False) -> int:
+    """Step to the last position and Reset for every recorded prompt length (or those in
+    `lengths`), changing the layer and head as a reader would (by mouse, and by the arrow
+    keys on the focused menu), each state against a FillStepper run alongside; every layer
+    and head at the prefill and the third decode step. initial: first check the state the
+    page opened in (a page no one has touched). Returns the views checked."""
+    data = root.evaluate("root => window.toykvLive.data(root)")
+    stepper = stepper or _stepper_of(data)
+    if "attention" not in data:                     # a cache fill made with attention=False
+        return 0
+    att = data["attention"]
+    control = lambda name: root.locator(f"[data-control={name}]")      # noqa: E731
+    step, reset, layer, head = (control(n) for n in ("step", "reset", "layer", "head"))
+    checked = 0
+    if initial:
+        assert attention_same_as(stepper, root) == (att["state"]["layer"], att["state"]["head"])
+        checked += 1
+
+    def every_layer_and_head():
+        nonlocal checked
+        for l in range(att["layers"]):
+            for h in range(att["heads"]):
+                layer.select_option(str(l))
+                head.select_option(str(h))
+                assert attention_same_as(stepper, root) == (l, h)
+                checked += 1
+
+    runs = [r for r in data["runs"] if lengths is None or r["prompt_len"] in lengths]
+    for run in runs:
+        control("prompt_length").select_option(str(run["prompt_len"]))
+        reset.click()                               # the first state, wherever the page was
+        stepper.reset(run["prompt_len"])
+        every_layer_and_head()
+        while not stepper.at_limit:
+            step.click()
+            stepper.step()
+            decode_step = stepper.positions - stepper.prompt_len
+            if decode_step == 3:
+                every_layer_and_head()
+                continue
+            menu = head if decode_step % 2 else layer                 # the keyboard moves one
+            menu.focus()
+            before = int(menu.input_value())
+            last = att["heads" if menu is head else "layers"] - 1
+            menu.press("ArrowUp" if before == last else "ArrowDown")
+            assert int(menu.input_value()) == before + (-1 if before == last else 1)
+            attention_same_as(stepper, root)
+            checked += 1
+        reset.click()
+        stepper.reset()
+        attention_same_as(stepper, root)
+        checked += 1
+    return checked
+
+
+def attention_latency(root, repeats: int = 20) -> str:
+    """Median milliseconds from a Step click, and from a head change, to the figures being in
+    the page (the script's whole update, measured in the page; painting comes after)."""
+    if not root.locator("[data-control=head]").count():
+        return "no attention view"
+    got = root.evaluate("""(root, repeats) => {
+      const c = (name) => root.querySelector(`[data-control=${name}]`);
+      const median = (xs) => xs.sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+      const time = (act) => { const t = performance.now(); act();
+        return performance.now() - t; };
+      const steps = [], heads = [];
+      for (let k = 0; k < repeats; k++) {
+        if (c('step').disabled) c('reset').click();
+        steps.push(time(() => c('step').click()));
+        const head = c('head');
+        heads.push(time(() => { head.selectedIndex = (head.selectedIndex + 1) %
+          head.options.length; head.dispatchEvent(new Event('change')); }));
+      }
+      c('reset').click();
+      return {step: median(steps), head: median(heads)};
+    }""", repeats)
+    return (f"measured in the page, median of {repeats}: Step {got['step']:.1f} ms, head "
+            f"change {got['head']:.1f} ms")
 
 
 # -- block pool (chapter 10) ------------------------------------------------------------------

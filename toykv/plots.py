@@ -37,6 +37,22 @@ def label_axes(ax, title: str, xlabel: str, ylabel: str, legend: bool = True, gr
     return ax
 
 
+def show(fig, alt: str) -> None:
+    """Show fig with its alternative text: what it shows and what to take from it, for a
+    reader who cannot see it (a screen reader announces it). The text rides in the image
+    output's metadata ({"image/png": {"alt": ...}}), where the book (book/_ext/figure_alt.py)
+    and Jupyter read it; the figure is then closed, so it is shown once."""
+    if not hasattr(fig, "savefig"):
+        raise ValueError(f"fig must be a matplotlib Figure, got {type(fig).__name__}")
+    if not isinstance(alt, str) or len(alt.split()) < 4:
+        raise ValueError(f"alt must say what the figure shows, in words (a sentence at "
+                         f"least), got {alt!r}")
+    from IPython.display import display
+
+    display(fig, metadata={"image/png": {"alt": " ".join(alt.split())}})
+    plt.close(fig)
+
+
 def figure(ncols: int = 1, width: float = 6.4, height: float = 4.0):
     """A figure with ncols side-by-side axes (constrained layout); returns (fig, axes)."""
     fig, axes = plt.subplots(1, ncols, figsize=(width * ncols if ncols > 1 else width, height),
@@ -494,7 +510,7 @@ def cost_curves(curves: dict, original: tuple, title: str, xlabel: str, ylabel: 
 
 
 __all__ = ["BLUE", "ORANGE", "GREEN", "VERMILLION", "SKY", "PURPLE", "YELLOW", "BLACK", "GREY",
-           "COLORS", "LINESTYLES", "MARKERS", "series_style", "label_axes", "figure",
+           "COLORS", "LINESTYLES", "MARKERS", "series_style", "label_axes", "show", "figure",
            "attention_heatmaps", "flops_per_step", "generation_times", "kv_change_map",
            "logit_gaps", "kv_against_context", "html_table", "rooflines", "batch_intensity",
            "prefill_decode_times", "batch_throughput", "throughput_bounds", "memory_plans",

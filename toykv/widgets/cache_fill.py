@@ -3,16 +3,23 @@
 A FillStepper (fill_stepper.py: the state and the numbers) with controls. Each Step feeds the
 greedy next token through the model with the cache, then recomputes the whole sequence
 without a cache, and shows both FLOP counts (from the model's own counter, checked against
-toykv.flops) and the largest logit difference between the two. A click or slider move that
-fails shows a message in the widget instead of raising; after a failure half-way through a
-step, Step stays off until Reset rebuilds the cache.
+toykv.flops) and the largest logit difference between the two. Below, the attention view
+(attention_view.py) shows a chosen layer's and head's attention matrix from the same two
+passes: the rows this step computed, the keys it read from the cache, and the earlier rows,
+unchanged. A click or slider move that fails shows a message in the widget instead of
+raising; after a failure half-way through a step, Step stays off until Reset rebuilds the
+cache.
 """
 from __future__ import annotations
 
 import ipywidgets as widgets
 
+from .. import validate
+from ..model import ToyTransformer
 from ._controls import Quiet, StrictIntSlider, problem_text
 from ._style import problem_html
+from .attention_rows import MAX_VIEW_POSITIONS
+from .attention_view import caption_html, view_html
 from .cache_fill_view import grid_html, stats_html
 from .fill_stepper import MAX_POSITIONS, FillStepper
 from .static_twin import cache_fill_html, twin_bundle
@@ -24,12 +31,24 @@ class CacheFill(FillStepper):
     prompt_len tokens (a fixed random prompt from `seed`) are prefilled and `steps` decode
     steps run at creation. The grid has min(max_positions, model.config.max_seq_len)
     columns, max_positions <= 256; Step turns off once the sequence fills them.
+    attention: show the attention view (default: when the grid has at most 64 columns, the
+    most a page shows as a matrix).
     """
 
     MAX_POSITIONS = MAX_POSITIONS
 
     def __init__(self, model=None, prompt_len: int = 6, max_positions: int = 24, seed: int = 0,
-                 steps: int = 0, kv_dtype: str = "float32"):
+                 steps: int = 0, kv_dtype: str = "float32", attention: bool | None = None):
+        if attention is not None:
+            validate.flag("attention", attention)
+        limit = validate.count("max_positions", max_positions, 2, MAX_POSITIONS)
+        if isinstance(model, ToyTransformer):
+            limit = min(limit, model.config.max_seq_len)
+        if attention and limit > MAX_VIEW_POSITIONS:
+            raise ValueError(f"attention=True shows at most {MAX_VIEW_POSITIONS} positions, got "
+                             f"{limit}; give max_positions <= {MAX_VIEW_POSITIONS} or "
+                             "attention=False")
+        self.show_attention = limit <= MAX_VIEW_POSITIONS if attention is None else attention
         self._quiet = Quiet()
         self.error = ""
         self.prompt_slider = None            # built on the first reset, once limit is known
@@ -54,7 +73,30 @@ class CacheFill(FillStepper):
         controls = widgets.HBox([self.step_button, self.reset_button, self.prompt_slider])
         body = widgets.HBox([self.grid, self.stats],
                             layout=widgets.Layout(flex_flow="row wrap", grid_gap="16px"))
-        self.widget = widgets.VBox([controls, self.message_box, body, self.note])
+        parts = [controls, self.message_box, body, self.note]
+        if self.show_attention:
+            parts += self._build_attention_controls()
+        self.widget = widgets.VBox(parts)
+
+    def _build_attention_controls(self) -> list:
+        """The layer and head menus, the caption (a live region) and the attention view."""
+        n_heads = self.model.config.n_heads
+        self.layer_select = widgets.Dropdown(
+            options=[(str(i), i) for i in range(self.model.config.n_layers)], value=0,
+            description="layer", style={"description_width": "initial"})
+        self.head_select = widgets.Dropdown(options=[(str(h), h) for h in range(n_heads)],
+                                            value=0, description="head",
+                                            style={"description_width": "initial"})
+        self.attention_caption = widgets.HTML()
+        self.attention_view = widgets.HTML()
+        for menu in (self.layer_select, self.head_select):
+            menu.observe(self._on_layer_head, names="value")
+        return [widgets.HBox([self.layer_select, self.head_select]), self.attention_caption,
+                self.attention_view]
+
+    def _on_layer_head(self, change):
+        if not self._quiet:
+            self._guarded(self._render_attention)
 
     def _on_prompt_len(self, change):
         if not self._quiet:
@@ -112,6 +154,14 @@ class CacheFill(FillStepper):
         self.note.value = "" if not self.at_limit else (
             f"<i>The sequence fills all {self.limit} positions ({self.limited_by}): Step is "
             "off. Reset to start again.</i>")
+        if self.show_attention:
+            self._render_attention()
+
+    def _render_attention(self):
+        """The attention view of the layer and head chosen, as the last step left it."""
+        frame = self.attention_frame(self.layer_select.value, self.head_select.value)
+        self.attention_caption.value = caption_html(frame)
+        self.attention_view.value = view_html(frame, self.limit)
 
     def __repr__(self) -> str:
         return f"CacheFill: {super().__repr__()}"

@@ -5,8 +5,13 @@ after each step it recomputes the whole sequence without a cache and keeps both 
 counts (the model's own counter) and the largest logit difference. CacheFill (chapter 3)
 is a stepper with controls; the static book replays frames a stepper recorded
 (`record_frames`), so recording creates no widget whose state the page would carry.
+
+Both passes of every step also give every layer's attention weights (attention_rows.py): the
+rows the cached step computed and the recomputation's, which the attention view shows.
 """
 from __future__ import annotations
+
+import base64
 
 import numpy as np
 
@@ -15,6 +20,7 @@ from .. import validate
 from ..cache import KV_DTYPES
 from ..config import source_toy
 from ..model import ToyTransformer
+from .attention_rows import StepAttention, _attention_weights, attention_frame
 
 MAX_POSITIONS = 256     # grid columns: wider than a page can show, and a cache allocated for them
 
@@ -75,6 +81,7 @@ class FillStepper:
         self.tokens = list(self._prompt_pool[:prompt_len])
         self.written_by = ["prefill"] * prompt_len  # which phase wrote each position
         self.phase = "prefill"
+        self.attention = []                         # a StepAttention per step, prefill first
         self._run(self.tokens)
         self._intact = True
 
@@ -94,14 +101,22 @@ class FillStepper:
         self._intact = True
 
     def _run(self, feed):
-        """Forward `feed` through the cache, then the whole sequence without one; record both."""
+        """Forward `feed` through the cache, then the whole sequence without one; record both,
+        and every layer's attention weights from both passes."""
         model, config, absorb = self.model, self.model.config, self.model.absorb
+        n_cached = len(self.cache)
         before = model.flops
-        self._logits = model.forward(feed, self.cache)[-1]                  # [vocab_size]
+        logits, cached_weights = _attention_weights(model, feed, self.cache)
+        self._logits = logits[-1]                                           # [vocab_size]
         self.flops_cached = model.flops - before
         before = model.flops
-        full = model.forward(self.tokens)[-1]                               # [vocab_size]
+        full_logits, full_weights = _attention_weights(model, self.tokens)
+        full = full_logits[-1]                                              # [vocab_size]
         self.flops_uncached = model.flops - before
+        if self.attention:                  # only the newest step keeps its recomputation
+            self.attention[-1] = self.attention[-1].without_recomputation()
+        self.attention.append(StepAttention.observed(model, cached_weights, full_weights,
+                                                     n_cached))
         self.max_abs_diff = float(np.max(np.abs(full - self._logits)))
         n_cached = len(self.cache) - len(feed)
         self.flops_cached_formula = flop_formulas.forward_flops(config, len(feed), n_cached, absorb)
@@ -159,6 +174,26 @@ class FillStepper:
             return "this"
         return self.written_by[position]
 
+    def attention_frame(self, layer: int = 0, head: int = 0):
+        """What the attention view shows now for one layer and head (an AttentionFrame)."""
+        return attention_frame(self.attention, layer, head)
+
+    def attention_figures(self) -> dict:
+        """The attention view's figures now, every layer and head, as the static page
+        replays them: per layer the first key read, the cells shown, the weights computed and
+        a recomputation's; per layer and head both max |differences| (None at the prefill)."""
+        n_heads = self.attention[-1].rows[0].shape[0]
+        frames = [[self.attention_frame(layer, head) for head in range(n_heads)]
+                  for layer in range(self.model.config.n_layers)]
+        short = lambda d: 0 if d == 0 else d           # noqa: E731 - '0' is shorter JSON
+        past = [[short(f.past_rows_max_diff) for f in heads] for heads in frames]
+        return {"key_first": [heads[0].key_first for heads in frames],
+                "cells": [heads[0].cells_shown for heads in frames],
+                "computed": [heads[0].weights_computed for heads in frames],
+                "recompute_weights": [heads[0].recompute_weights for heads in frames],
+                "new_diff": [[short(f.new_rows_max_diff) for f in heads] for heads in frames],
+                "past_diff": None if self.phase == "prefill" else past}
+
     @property
     def values(self) -> dict:
         """The numbers shown beside the grid."""
@@ -167,14 +202,38 @@ class FillStepper:
                 "flops_match_formulas": self.flops_match_formulas,
                 "max_abs_diff": self.max_abs_diff, "tokens": list(self.tokens)}
 
-    def frame(self) -> dict:
+    def frame(self, attention: bool = False) -> dict:
         """This state as the static page replays it (JSON-ready: cells follow from the
-        prompt length, the positions and what each layer holds)."""
-        return {"positions": self.positions, "held": self.held,
-                "flops_cached": self.flops_cached, "flops_uncached": self.flops_uncached,
-                "flops_cached_formula": self.flops_cached_formula,
-                "flops_uncached_formula": self.flops_uncached_formula,
-                "max_abs_diff": self.max_abs_diff}
+        prompt length, the positions and what each layer holds); attention: with the
+        attention view's figures (attention_figures)."""
+        frame = {"positions": self.positions, "held": self.held,
+                 "flops_cached": self.flops_cached, "flops_uncached": self.flops_uncached,
+                 "flops_cached_formula": self.flops_cached_formula,
+                 "flops_uncached_formula": self.flops_uncached_formula,
+                 "max_abs_diff": self.max_abs_diff}
+        if attention:
+            frame["attention"] = self.attention_figures()
+        return frame
+
+    def attention_rows(self) -> dict:
+        """Every row of attention computed so far, every layer and head, for the static page:
+        {'row_first': per layer, the first key each row attended (a row attends the keys from
+        there to its own position), 'shared': 0 (rows the page reads from another run, see
+        static_twin), 'weights': the weights of every [layer][head][row] in order,
+        little-endian float32 in base64 (4 bytes a weight, exact)}."""
+        row_first, chunks = [], []
+        for layer in range(self.model.config.n_layers):
+            shown = [self.attention_frame(layer, head).weights       # [n, n] each
+                     for head in range(self.attention[-1].rows[0].shape[0])]
+            attended = ~np.isnan(shown[0])
+            first = [int(np.argmax(row)) for row in attended]
+            for i, lo in enumerate(first):                           # lo..i, nothing else
+                assert attended[i].sum() == i - lo + 1 and attended[i, i], (layer, i)
+            row_first.append(first)
+            chunks += [w[i, lo:i + 1] for w in shown for i, lo in enumerate(first)]
+        packed = np.concatenate(chunks).astype("<f4").tobytes()
+        return {"row_first": row_first, "shared": 0,
+                "weights": base64.b64encode(packed).decode("ascii")}
 
     def __repr__(self) -> str:
         return (f"{self.positions} of {self.limit} positions cached ({self.phase}); "
@@ -183,12 +242,17 @@ class FillStepper:
 
 
 def record_frames(model: ToyTransformer, prompt_len: int, limit: int, seed: int,
-                  kv_dtype: str = "float32") -> dict:
+                  kv_dtype: str = "float32", attention: bool = False) -> dict:
     """Every state of one run, from the prefill of prompt_len tokens to the last position:
-    {'prompt_len', 'tokens' (the whole run), 'frames' (one per state, FillStepper.frame)}."""
+    {'prompt_len', 'tokens' (the whole run), 'frames' (one per state, FillStepper.frame)};
+    attention: the frames carry the attention view's figures, and 'rows' every row of
+    attention the run computed (FillStepper.attention_rows)."""
     stepper = FillStepper(model, prompt_len, limit, seed, kv_dtype=kv_dtype)
-    frames = [stepper.frame()]
+    frames = [stepper.frame(attention)]
     while not stepper.at_limit:
         stepper.step()
-        frames.append(stepper.frame())
-    return {"prompt_len": prompt_len, "tokens": stepper.tokens, "frames": frames}
+        frames.append(stepper.frame(attention))
+    run = {"prompt_len": prompt_len, "tokens": stepper.tokens, "frames": frames}
+    if attention:
+        run["rows"] = stepper.attention_rows()
+    return run

@@ -15,14 +15,18 @@ so the same notebook gives the same page.
 """
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
 from functools import cache
 from pathlib import Path
 
+import numpy as np
+
 from .. import sizing, zoo
 from . import _style as s
+from . import attention_view
 from .cache_fill_view import CELL_CSS, LEGEND, STATES
 from .size_calculator_view import TERMS, UNITS_NOTE
 from .size_report import (CONTEXTS, CURVE_CONTEXTS, GPU_MEMORY_GIB, MAX_COUNT, PRECISIONS,
@@ -146,18 +150,73 @@ def cache_fill_data(fill) -> dict:
     from .fill_stepper import record_frames
 
     lengths = sorted({p for p in RECORDED_PROMPT_LENGTHS if p < fill.limit} | {fill.prompt_len})
-    runs = [record_frames(fill.model, p, fill.limit, fill.seed, fill.kv_dtype) for p in lengths]
+    runs = [record_frames(fill.model, p, fill.limit, fill.seed, fill.kv_dtype,
+                          fill.show_attention) for p in lengths]
     for run in runs:
         for frame in run["frames"]:
             assert all(abs(v) <= SAFE_INTEGER for k, v in frame.items() if k.startswith("flops"))
     mla = fill.model.config.attention == "mla"
-    return {"limit": fill.limit, "limited_by": fill.limited_by, "row_labels": fill.row_labels,
+    data = {"limit": fill.limit, "limited_by": fill.limited_by, "row_labels": fill.row_labels,
             "arrays_per_layer": len(fill.row_labels) // fill.model.config.n_layers,
             "what_rows": "latent c_kv or rotary key k_rope" if mla else "K or V",
             "show_evicted": "sliding" in fill.model.config.layer_kinds,
             "states": list(STATES), "legend": LEGEND, "cell_css": CELL_CSS, "runs": runs,
             "seed": fill.seed, "kv_dtype": fill.kv_dtype, "default_model": fill.default_model,
             "state": {"prompt_len": fill.prompt_len, "step": fill.positions - fill.prompt_len}}
+    if fill.show_attention:
+        data["attention"] = attention_data(fill)
+        share_prompt_rows(runs, fill.model.config.n_heads)
+    return data
+
+
+def _unpack(rows: dict, n_heads: int) -> list:
+    """A run's packed rows (FillStepper.attention_rows) as [layer][head][row] float32 arrays
+    (None for the rows another run holds)."""
+    weights = np.frombuffer(base64.b64decode(rows["weights"]), "<f4")
+    out, k = [], 0
+    for first in rows["row_first"]:
+        heads = []
+        for _ in range(n_heads):
+            row = []
+            for i, lo in enumerate(first):
+                row.append(None if i < rows["shared"] else weights[k:k + i - lo + 1])
+                k += 0 if i < rows["shared"] else i - lo + 1
+            heads.append(row)
+        out.append(heads)
+    assert k == len(weights)
+    return out
+
+
+def share_prompt_rows(runs: list, n_heads: int) -> None:
+    """Keep the prompt's rows once: the rows each run's prefill computed that are, bit for bit
+    in every layer and head, the longest prompt's run's (the prompts are prefixes of one
+    another) are dropped from its 'rows'; the page reads them from that run ('shared': how
+    many, 'from': which run)."""
+    donor = max(range(len(runs)), key=lambda r: runs[r]["prompt_len"])
+    theirs = _unpack(runs[donor]["rows"], n_heads)
+    for r, run in enumerate(runs):
+        if r == donor:
+            continue
+        mine, shared = _unpack(run["rows"], n_heads), 0
+        while shared < run["prompt_len"] and all(
+                mine[l][h][shared].tobytes() == theirs[l][h][shared].tobytes()
+                for l in range(len(mine)) for h in range(n_heads)):
+            shared += 1
+        kept = [row for heads in mine for rows in heads for row in rows[shared:]]
+        run["rows"] = {**run["rows"], "shared": shared, "from": donor,
+                       "weights": base64.b64encode(np.concatenate(kept).tobytes()).decode()}
+
+
+def attention_data(fill) -> dict:
+    """What the attention view's script needs besides the runs (each run's frames carry its
+    figures and the run its rows): the shape, the drawing's constants and the state."""
+    v = attention_view
+    return {"layers": fill.model.config.n_layers, "heads": fill.model.config.n_heads,
+            "cell": v.cell_size(fill.limit), "every": v.label_every(fill.limit),
+            "left": v.LEFT, "top": v.TOP, "right": v.RIGHT, "cividis": list(v.CIVIDIS),
+            "scale_ticks": list(v.SCALE_TICKS), "legend": v.LEGEND,
+            "colours": {"cached": s.BLUE, "new": s.ORANGE, "black": s.BLACK},
+            "state": {"layer": fill.layer_select.value, "head": fill.head_select.value}}
 
 
 def cache_fill_html(fill) -> str:
@@ -172,7 +231,18 @@ def cache_fill_html(fill) -> str:
             "<div class='toykv-row'><div data-part='grid'></div>"
             "<div data-part='stats' style='min-width:300px'></div></div><div data-part='note'>"
             "</div>")
-    return page("cache-fill", "cacheFill", data, body, "cache fill")
+    if "attention" in data:
+        att = data["attention"]
+        layers = [(str(i), str(i)) for i in range(att["layers"])]
+        heads = [(str(h), str(h)) for h in range(att["heads"])]
+        body += ("<div class='toykv-controls' style='margin-top:8px'>"
+                 f"{_select('layer', 'layer', layers, str(att['state']['layer']))}"
+                 f"{_select('head', 'head', heads, str(att['state']['head']))}</div>"
+                 "<div data-part='attention_caption' role='status' aria-live='polite' "
+                 "style='font-size:13px;max-width:760px;margin:4px 0'></div>"
+                 "<div data-part='attention_view'></div>")
+    return page("cache-fill", "cacheFill", data, body, "cache fill",
+                ("attention_view.js",) if "attention" in data else ())
 
 
 def share_explorer_data(explorer) -> dict:
@@ -210,12 +280,14 @@ def share_explorer_html(explorer) -> str:
 
 
 # -- assembling a page fragment ----------------------------------------------------------------
-def page(kind: str, starter: str, data: dict, body: str, title: str) -> str:
-    """One self-contained twin: a <div> with its style, controls, data and scripts.
-    `{id}` in body is replaced by the twin's id (derived from the data: deterministic)."""
+def page(kind: str, starter: str, data: dict, body: str, title: str, helpers=()) -> str:
+    """One self-contained twin: a <div> with its style, controls, data and scripts (helpers:
+    further scripts in static/ that its own uses). `{id}` in body is replaced by the twin's
+    id (derived from the data: deterministic)."""
     text = json.dumps(data, separators=(",", ":"), sort_keys=True)
     uid = f"toykv-{kind}-{hashlib.sha1(text.encode()).hexdigest()[:10]}"
-    scripts = _script("live_common.js") + _script(f"{kind.replace('-', '_')}.js")
+    scripts = "".join(_script(name) for name in ("live_common.js", *helpers,
+                                                 f"{kind.replace('-', '_')}.js"))
     safe_json = text.replace("</", "<\\/")          # a string in the data cannot end the script
     return (f"<div class='toykv-live tex2jax_ignore mathjax_ignore' id='{uid}' "
             f"data-live='{kind}' role='group' aria-label='{s.esc(title)}'>"

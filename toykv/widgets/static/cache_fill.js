@@ -2,7 +2,8 @@
 // toykv's model went through (static_twin.cache_fill_data: one run per recorded prompt
 // length, every state from the prefill to the last position, recorded by a FillStepper).
 // Nothing is computed here but which cell shows which state, as FillStepper.cells does;
-// tests/test_static_twins.py compares the grid and the figures with the stepper's.
+// tests/test_static_twins.py compares the grid and the figures with the stepper's. With the
+// attention view (attention_view.js), the same Step and Reset move it too.
 (function () {
   "use strict";
   const L = window.toykvLive;
@@ -94,6 +95,7 @@
     const step = L.control(root, "step"), reset = L.control(root, "reset");
     const promptLength = L.control(root, "prompt_length");
     let run = data.runs.find((r) => r.prompt_len === data.state.prompt_len), i = data.state.step;
+    const attention = data.attention ? L.attentionView(root, data) : null;
 
     function show() {
       const frame = run.frames[i], last = i === run.frames.length - 1;
@@ -103,6 +105,7 @@
       L.part(root, "note").innerHTML = last ? `<i>The sequence fills all ${data.limit} ` +
         `positions (${L.esc(data.limited_by)}): Step is off. Reset to start again.</i>` : "";
       root.dataset.positions = String(frame.positions);
+      if (attention) attention(run, i);
     }
 
     step.addEventListener("click", () => {
