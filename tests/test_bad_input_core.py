@@ -25,8 +25,8 @@ MODEL = make_model("gqa")
     lambda: generate(MODEL, "12", 2),
     lambda: generate(MODEL, [1, 2], 2.0),
     lambda: MODEL.forward(np.array([1.0, 2.0])),
-    lambda: steptime.step_seconds(MODEL, MODEL.new_cache(), steps=2, token=1.0),
-    lambda: steptime.step_seconds(MODEL, MODEL.new_cache(), steps="3"),
+    lambda: steptime.measure_step_seconds(MODEL, MODEL.new_cache(), steps=2, token=1.0),
+    lambda: steptime.measure_step_seconds(MODEL, MODEL.new_cache(), steps="3"),
     lambda: steptime.fill_cache(MODEL.new_cache(), 2.0),
     lambda: steptime.prefill_time_curve(MODEL, "12"),
     lambda: steptime.prefill_time_curve(MODEL, [1.5]),
@@ -64,7 +64,7 @@ def test_string_flags_are_not_true(call, name):
 
 @pytest.mark.parametrize("call, words", [
     (lambda: serving.request_lengths(10**12, 5, 20), "n must be"),
-    (lambda: steptime.step_seconds(MODEL, MODEL.new_cache(), steps=10**9), "steps"),
+    (lambda: steptime.measure_step_seconds(MODEL, MODEL.new_cache(), steps=10**9), "steps"),
     (lambda: steptime.step_time_curve(MODEL, [10], steps=10**9), "steps"),
     (lambda: steptime.prefill_time_curve(MODEL, [4], repeats=10**9), "repeats"),
     (lambda: steptime.prefill_time_curve(MODEL, itertools.repeat(1)), "MAX_POINTS"),
@@ -79,7 +79,7 @@ def test_absurd_counts_are_refused_before_any_work(call, words):
 
 def test_the_bounds_are_documented_where_they_apply():
     assert "MAX_REQUESTS" in serving.request_lengths.__doc__
-    for fn in (steptime.step_seconds, steptime.step_time_curve, steptime.prefill_time_curve):
+    for fn in (steptime.measure_step_seconds, steptime.step_time_curve, steptime.prefill_time_curve):
         assert "MAX_STEPS" in fn.__doc__
     assert "MAX_STEPS" in flops.generation_flops.__doc__
 
@@ -123,7 +123,7 @@ def test_a_model_where_a_config_belongs_says_to_pass_its_config(call):
 
 @pytest.mark.parametrize("call, words", [
     (lambda: steptime.fill_cache(MODEL, 5), "cache must be a toykv.KVCache"),
-    (lambda: steptime.step_seconds(MODEL.new_cache(), MODEL), "model must be"),
+    (lambda: steptime.measure_step_seconds(MODEL.new_cache(), MODEL), "model must be"),
     (lambda: forced_logits(MODEL.config, ids(3), 1), "model must be"),
     (lambda: serving.measure_decode(MODEL.config, 10), "model must be"),
 ])

@@ -5,7 +5,8 @@ import pytest
 from conftest import BASE, config, make_model
 
 from toykv import ModelConfig
-from toykv.bench import fixed_cost, step_matrices, tiny_like
+from toykv.bench import fixed_cost
+from toykv.timing import step_matrices, tiny_like
 
 
 @pytest.mark.parametrize("name, changes", [("mha", {}), ("gqa", {}), ("mla_absorbed", {}),

@@ -339,16 +339,17 @@ def test_cache_methods_refuse_bad_arguments(call, words):
 
 def test_batched_update_takes_and_returns_a_batch_axis():
     cache = toy().new_cache(batch=3)
-    out, positions = cache.update(0, k=kv(2, 3) + 1, v=kv(2, 3))
-    assert out["k"].shape == (3, 2, 4, 8) and np.all(out["k"] == 1)
-    assert list(positions) == [0, 1]
+    seen = cache.update(0, k=kv(2, 3) + 1, v=kv(2, 3))
+    assert seen.kv["k"].shape == (3, 2, 4, 8) and np.all(seen.kv["k"] == 1)
+    assert list(seen.positions) == [0, 1] and list(seen.queries) == [0, 1]
+    assert seen.mask.tolist() == [[True, False], [True, True]]      # causal
     with pytest.raises(ValueError, match=r"k must be .*\[3, T, \.\.\.\]"):
         cache.update(0, k=kv(2, 2), v=kv(2, 2))
     with pytest.raises(ValueError, match="k must be"):
         cache.update(0, k=kv(2), v=kv(2))
     unbatched = toy().new_cache()
-    out, _ = unbatched.update(1, k=kv(2) + 2, v=kv(2))
-    assert out["k"].shape == (2, 4, 8) and np.all(out["k"] == 2)
+    seen = unbatched.update(1, k=kv(2) + 2, v=kv(2))
+    assert seen.kv["k"].shape == (2, 4, 8) and np.all(seen.kv["k"] == 2)
 
 
 def test_absurd_cache_is_refused_before_allocation():

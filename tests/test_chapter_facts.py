@@ -65,8 +65,8 @@ def test_ch4_calculator_reproduces_the_interactive_page(calc):
 
 
 def test_ch4_calculator_counts_80_gb_as_the_chapter_says(calc):
-    """Chapter 4 says a card sold as "80 GB" holds 80 GiB and the calculator counts it so:
-    if the calculator changes its reading, change that paragraph too."""
+    """Chapter 4 sizes on an A100 80GB, which reports 80 GiB, and the calculator counts its
+    input in GiB: if the calculator changes its reading, change that paragraph too."""
     assert calc.values["gpu_bytes"] == 80 * GiB
 
 

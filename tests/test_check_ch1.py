@@ -18,6 +18,8 @@ from toykv.check import ch1
 from toykv.check._core import NOT_ANSWERED
 from toykv.model import apply_rope
 
+from check_helpers import assert_hint, assert_right
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -26,7 +28,7 @@ def _heads(a, n, hd):                       # [T, n*hd] -> [n, T, hd]
 
 
 def make_step(rope_at_zero=False, append=True, past=True, key_at_zero=False,
-              query_at_zero=False):
+              query_at_zero=False, scale=True, dtype=None):
     """An attention_step as a student writes it, optionally with one mistake."""
     model = ch1.chapter_model()
     layer, c = model.layers[0], model.config
@@ -44,10 +46,11 @@ def make_step(rope_at_zero=False, append=True, past=True, key_at_zero=False,
             cache["k"], cache["v"] = keys, values
         if not past:
             keys, values = k, v
-        scores = (q.astype(np.float64) @ keys.transpose(0, 2, 1)) / np.sqrt(hd)
+        scores = (q.astype(np.float64) @ keys.transpose(0, 2, 1)) / (np.sqrt(hd) if scale else 1)
         w = np.exp(scores - scores.max(-1, keepdims=True))
         w /= w.sum(-1, keepdims=True)
-        return (w @ values).transpose(1, 0, 2).reshape(1, H * hd) @ layer["wo"]
+        out = (w @ values).transpose(1, 0, 2).reshape(1, H * hd) @ layer["wo"]
+        return out if dtype is None else out.astype(dtype)
 
     return attention_step
 
@@ -88,7 +91,7 @@ def test_chapter_model_matches_the_notebook():
         assert "".join(line.split()) in code, line
 
 
-@pytest.mark.parametrize("fn", [check.ch1_ex1, check.ch1_ex2, check.ch1_ex4])
+@pytest.mark.parametrize("fn", [check.ch1_ex1, check.ch1_ex2, check.ch1_ex3, check.ch1_ex4])
 def test_none_is_not_answered(fn, capsys):
     assert not fn(None)
     assert NOT_ANSWERED in said(capsys)
@@ -105,11 +108,20 @@ def test_ex1_official_answer_passes(capsys):
     (dict(query_at_zero=True), "new query is rotated as if it sat at position 0"),
     (dict(past=False), "every cached key"),
     (dict(append=False), "every cached key"),        # never appended: sees itself only
+    (dict(scale=False), "sqrt(head_dim)"),           # the chapter's named mistake
+    (dict(scale=False, dtype=np.float16), "sqrt(head_dim)"),   # found at float16 too
+    (dict(rope_at_zero=True, dtype=np.float16), "real position"),
 ])
 def test_ex1_typical_mistakes_get_their_hint(mistake, hint, capsys):
     assert not check.ch1_ex1(make_step(**mistake))
     out = said(capsys)
     assert out.startswith("Not right yet") and hint in out
+
+
+def test_ex1_a_right_float16_output_passes_and_says_so(capsys):
+    assert check.ch1_ex1(make_step(dtype=np.float16))
+    out = said(capsys)
+    assert out.startswith("Right.") and "float16" in out
 
 
 def test_ex1_right_outputs_but_cache_elsewhere_gets_its_hint(capsys):
@@ -162,7 +174,9 @@ def test_ex2_answers(capsys):
         assert str(list(range(S - 1))) not in out           # never the answer
 
 
-@pytest.mark.parametrize("answer", [set(range(9)), frozenset(range(9)), tuple(range(9)),
+@pytest.mark.parametrize("answer", [range(9), (i for i in range(9)), iter(range(9)),
+                                    map(int, "012345678"), range(8, -1, -1),
+                                    set(range(9)), frozenset(range(9)), tuple(range(9)),
                                     [float(i) for i in range(9)], np.arange(9.0),
                                     [np.int64(i) for i in range(9)], list(range(8, -1, -1))])
 def test_ex2_takes_the_positions_in_any_collection_and_order(answer, capsys):
@@ -183,9 +197,56 @@ def test_ex2_refuses_what_is_not_a_list_of_positions(answer, message, capsys):
     assert out.startswith("Not right yet") and re.search(message, out), out
 
 
+def test_ex2_a_range_or_generator_that_is_wrong_gets_its_hint(capsys):
+    assert not check.ch1_ex2(range(10))
+    assert "already see every key" in said(capsys)
+    assert not check.ch1_ex2(i for i in range(1, 10))
+    assert "count from 0" in said(capsys)
+
+
+def test_ex3_the_shift_changes_neither_scores_nor_output(capsys):
+    # worked out independently: rotate every q and k at position + 100 by hand, in float64
+    model = ch1.chapter_model()
+    layer, c = model.layers[0], model.config
+    h = ch1.attention_input(model, ch1.chapter_tokens()).astype(np.float64)
+    S = len(h)
+
+    def scores(at):
+        q = apply_rope(_heads(h @ layer["wq"], c.n_heads, c.head_dim), model.cos[at],
+                       model.sin[at])
+        k = apply_rope(_heads(h @ layer["wk"], c.n_heads, c.head_dim), model.cos[at],
+                       model.sin[at])
+        return q @ k.transpose(0, 2, 1)
+
+    shifted = np.arange(S) + 100
+    assert np.allclose(scores(shifted), scores(np.arange(S)), atol=1e-4)
+    for answer in [(False, False), [np.False_, np.False_], np.array([False, False])]:
+        assert_right(check.ch1_ex3, answer, capsys)
+
+
+@pytest.mark.parametrize("answer, hint", [
+    ((True, True), "difference of the two rotation angles"),
+    ((True, False), "changes only if the scores do"),
+    ((False, True), "np.allclose"),
+])
+def test_ex3_each_wrong_prediction_gets_its_hint(answer, hint, capsys):
+    assert_hint(check.ch1_ex3, answer, hint, capsys)
+
+
+@pytest.mark.parametrize("answer", [(0, 0), (False,), "no", False, (None, None), [0.0, 0.0]])
+def test_ex3_asks_for_a_pair_of_booleans(answer, capsys):
+    assert not check.ch1_ex3(answer)
+    out = said(capsys)
+    assert out.startswith("Not right yet: give a pair") and out.count("\n") == 1
+
+
 def test_ex4_answers(capsys):
     assert check.ch1_ex4(reference_gqa())
     assert said(capsys).startswith("Right.")
+    assert check.ch1_ex4(reference_gqa().astype(np.float16))           # right, in float16
+    assert "float16" in said(capsys)
+    assert not check.ch1_ex4(reference_gqa(tile=True).astype(np.float16))
+    assert "np.repeat" in said(capsys)
     assert not check.ch1_ex4(reference_gqa(tile=True))
     assert "np.repeat" in said(capsys)
     assert not check.ch1_ex4(np.zeros((3, 3)))

@@ -41,7 +41,7 @@ EX4 = tuple(1 - toy_full(512, n) / toy_full(512) for n in (2, 1))
 
 
 @pytest.mark.parametrize("fn", [check.ch2_ex1, check.ch2_ex2, check.ch2_ex3, check.ch2_ex4,
-                                check.ch2_ex5])
+                                check.ch2_ex5, check.ch2_ex6])
 def test_none_is_not_answered(fn, capsys):
     assert not fn(None)
     assert NOT_ANSWERED in said(capsys)
@@ -73,6 +73,14 @@ def test_ex3(capsys):
     assert_hint(check.ch2_ex3, 2 * 8.03e9 + 4 * 32 * 8192 * 32 * 128, "lookup", capsys)
 
 
+def test_ex3_one_digit_asks_for_more_not_for_the_lookup_hint(capsys):
+    # 2e10 rounds both 1.93e10 (right) and 2.035e10 (the lookup mistake) to one digit
+    assert_hint(check.ch2_ex3, 2e10, "two significant digits", capsys)
+    assert_right(check.ch2_ex3, 1.9e10, capsys)
+    assert_hint(check.ch2_ex3, 2.0e10, "two significant digits", capsys)  # 2.0e10 is 2e10
+    assert_hint(check.ch2_ex3, 2.04e10, "lookup", capsys)
+
+
 def test_ex4(capsys):
     assert_right(check.ch2_ex4, EX4, capsys)
     assert_hint(check.ch2_ex4, (0.75, 0.875), "fraction of KV heads", capsys)
@@ -90,3 +98,50 @@ def test_ex5(capsys):
     assert_hint(check.ch2_ex5, (8, 4), "limits", capsys)
     assert_hint(check.ch2_ex5, (4, 2), "without the attention terms", capsys)
     assert_hint(check.ch2_ex5, expected[::-1], "(without a cache, with a cache)", capsys)
+
+
+def by_hand_step(c, S, mlp=3, kv_width=None, keys=None, width=None):
+    """A cached step written out from the chapter's formula, for any config (and slips)."""
+    D, F, V, L = c.d_model, c.d_ff, c.vocab_size, c.n_layers
+    q = c.n_heads * c.head_dim
+    kv = c.n_kv_heads * c.head_dim if kv_width is None else kv_width
+    attention = 4 * (S if keys is None else keys) * (q if width is None else width)
+    return L * (2 * D * (2 * q + 2 * kv) + attention + 2 * mlp * D * F) + 2 * D * V
+
+
+def test_ex6_the_formula_written_out_passes(capsys):
+    assert_right(check.ch2_ex6, by_hand_step, capsys)
+    assert_right(check.ch2_ex6, lambda c, S: float(by_hand_step(c, S)), capsys)  # 1.0e6 counts
+
+
+@pytest.mark.parametrize("slip, hint", [
+    (lambda c, S: by_hand_step(c, S, mlp=2), "SwiGLU"),
+    (lambda c, S: by_hand_step(c, S, kv_width=c.n_heads * c.head_dim), "H_kv d_h columns"),
+    (lambda c, S: by_hand_step(c, S, keys=S - 1), "S - 1 cached ones and its own"),
+    (lambda c, S: by_hand_step(c, S, width=c.n_kv_heads * c.head_dim), "query heads"),
+    (lambda c, S: by_hand_step(c, S) - 2 * c.d_model * c.vocab_size, "output head"),
+    (lambda c, S: by_hand_step(c, S) // 2, "2 FLOPs per multiply-add"),
+    (lambda c, S: L * (8 * c.d_model**2 + 4 * S * c.d_model + 6 * c.d_model * c.d_ff)
+     + 2 * c.d_model * c.vocab_size, "H_kv d_h columns"),           # the MHA formula for all
+])
+def test_ex6_typical_slips_get_their_hint(slip, hint, capsys):
+    assert_hint(check.ch2_ex6, slip, hint, capsys)
+
+
+def test_ex6_narrow_heads_are_caught(capsys):
+    # D in place of H d_h: right for the source toy, wrong when H d_h != D
+    def d_for_width(c, S):
+        return by_hand_step(c, S, kv_width=c.d_model * c.n_kv_heads // c.n_heads,
+                            width=c.d_model) + L * 4 * c.d_model * (c.d_model
+                                                                    - c.n_heads * c.head_dim)
+    assert not check.ch2_ex6(d_for_width)
+    assert "head_dim" in said(capsys)
+
+
+def test_ex6_what_is_not_a_working_function_gets_a_message(capsys):
+    for answer, text in [(toy_step, "raised TypeError"), (lambda c, S: 1 / 0, "raised Zero"),
+                         (lambda c, S: 1.5, "whole number of FLOPs"), (42, "function itself"),
+                         (lambda c, S: by_hand_step(c, S) + 1, "differs from toykv's counter")]:
+        assert not check.ch2_ex6(answer)
+        out = said(capsys)
+        assert out.startswith("Not right yet") and text in out and out.count("\n") == 1, out

@@ -6,10 +6,12 @@ from check_helpers import assert_hint, assert_right
 from toykv import serving
 from toykv.check import NOT_ANSWERED, ch6_ex1, ch6_ex2, ch6_ex3, ch6_ex4, ch6_ex5
 
-GiB = 2**30
+GiB, MiB = 2**30, 2**20
+L4_REPORTS = 23_034 * MiB                           # nvidia-smi's total for an L4 ("24 GB")
+H100_REPORTS = 81_559 * MiB                         # and for an H100 80GB
 # official answers, worked out by hand from the exercises' statements
 EX1 = 2 * 8.03e9 * 2000 / 989.5e12 * 1e3           # ms: 2 FLOPs per parameter per token
-ROOM = 24 * GiB - 2 * 8.2e9                         # Qwen3-8B bf16 weights on 24 GiB
+ROOM = L4_REPORTS - 2 * 8.2e9                       # Qwen3-8B bf16 weights on the L4
 PER_SEQ = 2 * 36 * 8 * 128 * 2 * 4096
 EX2 = int(ROOM // PER_SEQ)
 EX3 = (22_048 // 1792, 41_920 // 1792)
@@ -18,7 +20,7 @@ EX3 = (22_048 // 1792, 41_920 // 1792)
 def _plan(percentile):
     """The chapter's mix, planned for a length percentile: (batch, fraction out of memory)."""
     lengths = serving.request_lengths(n=20_000, median=1000, max_len=8192, sigma=1.0, seed=0)
-    room = 80 * GiB - 2 * 8_030_000_000
+    room = H100_REPORTS - 2 * 8_030_000_000
     per_token = 2 * 32 * 8 * 128 * 2
     length = int(np.percentile(lengths, percentile))
     batch = int(room // (per_token * length))
@@ -43,9 +45,9 @@ def test_none_is_not_answered(check, capsys):
     (ch6_ex1, 2 * 8.03e9 / 3.35e12 * 1e3, "read the weights", ()),
     (ch6_ex1, EX1 / 2, "sparsity", ()),
     (ch6_ex1, EX1 / 1e3, "milliseconds", ()),
-    (ch6_ex2, int((24e9 - 2 * 8.2e9) // PER_SEQ), "24 GiB", EX2),
+    (ch6_ex2, int((24 * GiB - 2 * 8.2e9) // PER_SEQ), "reports 23,034 MiB", EX2),
     (ch6_ex2, int(ROOM // (4 * PER_SEQ)), "KV heads", EX2),
-    (ch6_ex2, int(24 * GiB // PER_SEQ), "weights", EX2),
+    (ch6_ex2, int(L4_REPORTS // PER_SEQ), "weights", EX2),
     (ch6_ex3, (22_048 // 1536, 41_920 // 1536), "output tokens", EX3),
     (ch6_ex3, (EX3[1], EX3[0]), "(bf16, fp8)", EX3),
     (ch6_ex4, _plan(99), "99th", ()),
@@ -58,27 +60,26 @@ def test_typical_mistakes_get_their_hint(check, wrong, hint, expected, capsys):
 def test_wrong_types_are_named(capsys):
     assert not ch6_ex1("32")
     assert "milliseconds" in capsys.readouterr().out
-    assert ch6_ex2(15.0)                                # an integral float is the count
-    assert not ch6_ex2(15.5)
+    assert ch6_ex2(float(EX2))                          # an integral float is the count
+    assert not ch6_ex2(EX2 + 0.5)
     assert "whole number" in capsys.readouterr().out
 
 
-def _ex5(memory_gib, peak, bandwidth, n=8.03e9, cache_batch=None, add=False, in_gb=False):
+def _ex5(memory, peak, bandwidth, n=8.03e9, cache_batch=None, add=False):
     """Exercise 5 by hand: Llama 3.1 8B, bf16, 1,024 tokens, at the batch that fits (ms)."""
     kv = 2 * 32 * 8 * 128 * 2 * 1024                    # one sequence's cache
-    memory = memory_gib * (10**9 if in_gb else GiB)
     batch = int((memory - 2 * n) // kv)
     weights = (2 * batch * n / peak, 2 * n / bandwidth)
     cache = (batch if cache_batch is None else cache_batch) * kv / bandwidth
     return 1e3 * (cache + (sum(weights) if add else max(weights))), batch
 
 
-A100 = (80, 312e12, 2039e9)
-L4 = (24, 121e12, 300e9)
+A100 = (81_920 * MiB, 312e12, 2039e9)                 # reports 80 GiB
+L4 = (L4_REPORTS, 121e12, 300e9)
 
 
 @pytest.mark.parametrize("name, gpu", [("a100-80gb-sxm", A100), ("l4", L4),
-                                       ("mi300x", (192, 1307.4e12, 5.3e12))])
+                                       ("mi300x", (192 * GiB, 1307.4e12, 5.3e12))])
 def test_ex5_by_hand_passes_on_every_gpu(name, gpu, capsys):
     ms, _ = _ex5(*gpu)
     assert_right(ch6_ex5, (name, ms), capsys)
@@ -93,7 +94,7 @@ def test_ex5_typical_mistakes_get_their_hint(capsys):
     for wrong, hint in [(one_max, "one max"), (_ex5(*A100, cache_batch=1)[0], "B x M_KV"),
                         (_ex5(*A100, add=True)[0], "not their sum"), (ms / 1e3, "milliseconds"),
                         (batch / (ms / 1e3), "tokens per second"),
-                        (_ex5(*A100, in_gb=True)[0], "GiB"),
+                        (_ex5(80e9, *A100[1:])[0], "memory the card reports"),
                         (1e3 * (batch * kv + 2 * 8.03e9) / A100[2], "products take longer")]:
         assert_hint(ch6_ex5, ("a100-80gb-sxm", wrong), hint, capsys)
 

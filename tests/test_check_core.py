@@ -162,3 +162,20 @@ def test_plain_and_whole():
     assert [whole(x) for x in (3, 3.0, np.int32(3), np.float64(3.0))] == [3] * 4
     assert [whole(x) for x in (3.5, "3", True, None, float("nan"), 1j)] == [None] * 6
     assert whole(10**400) == 10**400
+
+
+def test_one_significant_digit_near_a_mistake_asks_for_more_digits(capsys):
+    # 1.93e10 expected, 2.035e10 a mistake: 2e10 rounds both, so it earns neither verdict
+    mistake = [(2.035e10, "the mistake's hint")]
+    assert not answer_check(2e10, 1.93e10, hints=mistake, rel=0.03)
+    out = capsys.readouterr().out
+    assert "one significant digit" in out and "mistake's hint" not in out
+    assert not answer_check(2.04e10, 1.93e10, hints=mistake, rel=0.03)     # two digits
+    assert "mistake's hint" in capsys.readouterr().out
+    assert not answer_check(2e10, 1.93e10, rel=0.03)                       # no hint near
+    assert "one significant digit" in capsys.readouterr().out
+    assert answer_check(1.9e10, 1.93e10, rel=0.03)                         # two digits: right
+    assert not answer_check(4, 3.6, hints=[(4, "the limit")], rel=0.01)    # exactly a mistake
+    assert "the limit" in capsys.readouterr().out
+    assert not answer_check(3e10, 1.93e10, rel=0.03)                       # not its rounding
+    assert "one significant digit" not in capsys.readouterr().out

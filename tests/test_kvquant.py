@@ -80,7 +80,7 @@ def test_bad_input_is_refused(call, match):
 
 # -- quantized schemes: 8/4/2 bits, keys per token or per channel, a float32 residual ---------
 from toykv.kvquant import (QuantScheme, compare_schemes, key_channel_spread,  # noqa: E402
-                           key_error, quantize_cache, round_trip)
+                           key_error, round_trip)
 
 EXACT = ToyTransformer(source_toy(n_kv_heads=2), seed=1, exact=True)
 RNG = np.random.default_rng(3)
@@ -142,20 +142,26 @@ def test_nbytes_by_hand():
     assert s.nbytes(c, 4) == rows * 2 * 4 * dh * 4   # all residual: the float32 bytes
 
 
-def test_quantize_cache_changes_only_the_quantized_groups():
-    ids = [int(t) for t in RNG.integers(0, 512, 30)]
-    plain, cache = EXACT.new_cache(), EXACT.new_cache()
-    EXACT.forward(ids, plain)
-    EXACT.forward(ids, cache)
+def test_a_quantized_cache_holds_the_due_groups_quantized_and_the_rest_as_given():
+    """QuantizedLayer: after a step, the groups the scheme holds quantized at that length read
+    back as round_trip of the float32 cache's values; the residual is the float32 values."""
+    ids = [int(t) for t in RNG.integers(0, 512, 31)]
     s = QuantScheme(bits=4, keys="channel", group=8, residual=5)
-    assert quantize_cache(cache, s) == 24
-    for mine, ref in zip(cache.layers, plain.layers):
-        assert np.array_equal(mine["k"][24:30], ref["k"][24:30])         # the residual
-        assert np.array_equal(mine["k"][8:16], round_trip(ref["k"][8:16], 4, "channel"))
-        assert np.array_equal(mine["v"][8:16], round_trip(ref["v"][8:16], 4, "token"))
-    before = [np.array(layer["k"][:30]) for layer in cache.layers]
-    assert quantize_cache(cache, s, done=24) == 24                       # nothing new
-    assert all(np.array_equal(b, layer["k"][:30]) for b, layer in zip(before, cache.layers))
+    plain, cache = EXACT.new_cache(), EXACT.new_cache(quant=s)
+    EXACT.forward(ids[:30], plain)
+    EXACT.forward(ids[:30], cache)                       # one prefill: it read float32
+    for i in range(EXACT.config.n_layers):
+        mine, ref = cache.stored(i, "k"), plain.stored(i, "k")
+        assert np.array_equal(mine[24:30], ref[24:30])                    # the residual
+        assert np.array_equal(mine[8:16], round_trip(ref[8:16], 4, "channel"))
+        assert np.array_equal(cache.stored(i, "v")[8:16],
+                              round_trip(plain.stored(i, "v")[8:16], 4, "token"))
+    assert cache.nbytes == s.nbytes(EXACT.config, 30) < plain.nbytes
+    assert cache.rollback_floor() == 24 + 5              # its quantized groups cannot go back
+    with pytest.raises(ValueError, match="quantized groups"):
+        cache.truncate(28)
+    assert len(cache) == 30
+    assert not np.array_equal(EXACT.forward(ids[30:], cache), EXACT.forward(ids[30:], plain))
 
 
 def test_key_statistics():
@@ -212,9 +218,13 @@ def test_compare_schemes_follows_float32_and_is_reproducible():
     (lambda: QuantScheme().nbytes(source_toy(attention="mla", kv_lora_rank=8,
                                              rope_head_dim=4), 10), "full-attention"),
     (lambda: QuantScheme().nbytes(source_toy(sliding_window=8), 10), "full-attention"),
-    (lambda: quantize_cache(EXACT.new_cache(kv_dtype="int8"), QuantScheme()), "float32"),
-    (lambda: quantize_cache(EXACT.new_cache(), "int4"), "QuantScheme"),
-    (lambda: quantize_cache(EXACT.new_cache(batch=2), QuantScheme()), "row"),
+    (lambda: EXACT.new_cache(kv_dtype="int8", quant=QuantScheme()), "float32"),
+    (lambda: EXACT.new_cache(quant="int4"), "QuantScheme"),
+    (lambda: EXACT.new_cache(batch=2, quant=[QuantScheme()]), "1 schemes for 2 rows"),
+    (lambda: ToyTransformer(source_toy(sliding_window=8)).new_cache(quant=QuantScheme()),
+     "full-attention"),
+    (lambda: EXACT.new_cache(quant=QuantScheme(), policy="full"), "one of policy, quant"),
+    (lambda: key_error(EXACT.new_cache(kv_dtype="int8"), QuantScheme()), "float32"),
     (lambda: key_error(EXACT.new_cache(), QuantScheme()), "nothing to quantize"),
     (lambda: compare_schemes(EXACT, prefix_and_prompt()[0], [1], 3, []), "schemes"),
     (lambda: compare_schemes(EXACT, prefix_and_prompt()[0], [], 3, [QuantScheme()]),

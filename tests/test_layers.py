@@ -3,12 +3,13 @@ variants and steptime. Expected values are written out by hand from the shapes (
 from the description itself), and each reader is checked against the description it reads.
 """
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from conftest import BASE, VARIANTS, config, make_model
 
-from toykv import ModelConfig, flops, sizing, source_toy
+from toykv import ModelConfig, ToyTransformer, flops, sizing, source_toy
 from toykv.layers import KV_DTYPE_BYTES, check_absorb, check_kv_dtype, describe, groups
 from toykv.model import weight_shapes
 
@@ -155,3 +156,35 @@ def test_lowrank_and_shared_layers_by_hand():
     latent = config("lowrank_shared").layers[1]
     assert latent.shares_kv and set(latent.weight_shapes) - set(low.weight_shapes) == set()
     assert "w_dkv" not in latent.weight_shapes and "w_uk" in latent.weight_shapes
+
+
+# -- the attention kind is described once (toykv.layers.ATTENTION) ------------------------------
+def test_the_attention_kind_is_branched_on_in_few_files():
+    """A new attention kind is its AttentionKind entry (and its forward, config fields and
+    tests): code elsewhere reads the description instead of comparing names with 'mla'."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent / "toykv"
+    pattern = re.compile(r"""[!=]==?\s*["']mla["']|["']mla["']\s*[!=]==?""")
+    files = sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                   if p.suffix in (".py", ".js") and pattern.search(p.read_text()))
+    assert len(files) <= 3, files
+    assert pattern.search("if config.attention == 'mla':") and pattern.search('x === "mla"')
+
+
+def test_every_attention_kind_describes_what_others_read():
+    from toykv.layers import ATTENTION
+    from toykv.sizing import kv_projection_params
+    from toykv.variants import with_attention
+    base = config("mha")
+    for name, kind in ATTENTION.items():
+        swapped = with_attention(base, name, n_kv_heads=2, kv_lora_rank=8, rope_head_dim=4)
+        spec = swapped.layers[0]
+        assert swapped.attention == name and isinstance(kind.label, str) and kind.label
+        assert kind.label == name.upper() or not kind.variant      # chapter 7's: MHA, ..., MLA
+        assert set(kind.projections) <= set(spec.weight_shapes)          # sizing reads them
+        assert callable(getattr(ToyTransformer, kind.forward))
+        latent = kind.latent or "kv_lora_rank" in kind.fields      # MLA's, or 'lowrank''s
+        assert (kind.heads_text(swapped) == str(swapped.n_kv_heads)) != latent
+        shared = kv_projection_params(replace(swapped, n_layers=2), kv_sharing=2)
+        assert shared == sum(np.prod(spec.weight_shapes[w]) for w in kind.projections)

@@ -5,7 +5,8 @@ import pytest
 from conftest import make_model, token_ids
 from test_cache_steps import Boom, fail_at
 
-from toykv.paged import BlockManager, OutOfBlocks, PagedCache
+from toykv import KVCache
+from toykv.paged import BlockManager, OutOfBlocks
 from toykv.paged import decode_step_runner as paged_runner
 
 EXACT_KINDS = ["mha", "gqa", "mqa", "mla_expanded", "mla_absorbed", "lowrank", "shared",
@@ -170,24 +171,76 @@ def test_bad_input_is_refused_clearly():
     assert pool.manager.num_used == 0
 
 
-def test_truncate_gives_blocks_back_and_refuses_a_registered_block():
+def test_truncate_gives_blocks_back_and_copies_a_registered_block_before_writing():
+    """A crop into a block another sequence found by its hash leaves that block as it is (its
+    tokens stay findable); the next write copies it first."""
     model = make_model("mha", exact=True)
     pool = model.new_paged_cache(8, 4)
     ids = token_ids(10)
     seq = pool.new_sequence()
     model.forward(ids, seq)
-    with pytest.raises(ValueError, match="registered for prefix caching"):
-        seq.truncate(6)
-    seq.truncate(8)
-    assert len(seq) == 8 and len(seq.table) == 2 and pool.manager.num_used == 2
-    got = model.forward(ids[8:], seq)[-1]
+    other = pool.new_sequence(ids[:9])                 # finds blocks 0 and 1: registered now
+    assert other.table == seq.table[:2] and len(other) == 8
+    assert seq.rollback_floor() == 0
+    seq.truncate(6)                                    # into block 1, registered and shared
+    assert len(seq) == 6 and len(seq.table) == 2 and pool.manager.num_used == 2
+    assert seq.blocks_needed(1) == 1                   # a copy of block 1
+    got = model.forward(ids[6:], seq)[-1]
     assert np.array_equal(got, model.forward(ids, model.new_cache())[-1])
+    assert seq.table[1] != other.table[1]              # written into a copy
+    assert np.array_equal(model.forward(ids[8:9], other)[-1],       # block 1 kept its tokens
+                          model.forward(ids[:9], model.new_cache())[-1])
     seq2 = pool.new_sequence()
     model.forward(ids[:6], seq2)
     seq2.truncate(5)
     assert len(seq2) == 5
     with pytest.raises(ValueError, match="n must be"):
         seq2.truncate(7)
+
+
+def test_a_blocks_hash_is_registered_only_once_its_tokens_are_kept():
+    """vLLM's rule: the block a step completes is hashed when the sequence goes on (or forks,
+    finishes, or the pool looks up a prefix), so tokens rolled back right after their step
+    never reach the table, and the block is written again in place."""
+    model = make_model("gqa", exact=True)
+    pool = model.new_paged_cache(8, 4)
+    ids = token_ids(10)
+    seq = pool.new_sequence()
+    model.forward(ids[:6], seq)                        # block 0 full
+    assert pool.manager.prefix_blocks == {}            # not kept for sure yet
+    model.forward(ids[6:10], seq)                      # completes block 1 (tokens 4..7)
+    assert len(pool.manager.prefix_blocks) == 1        # block 0 was kept: registered
+    seq.truncate(7)                                    # reject the step's last three
+    assert seq.blocks_needed(1) == 0                   # block 1 is written in place
+    model.forward([5], seq)
+    assert len(pool.manager.prefix_blocks) == 1        # block 1 held rejected tokens: not
+    model.forward([6], seq)                            # the step after: block 1 kept
+    assert pool.manager.cached_blocks(ids[:7] + [5, 9]) == seq.table[:2]
+    assert pool.manager.cached_blocks(ids[:9]) == seq.table[:1]    # the rejected: not found
+
+
+def test_a_prompt_ending_on_a_cached_block_keeps_both_copies():
+    """The prompt's last full block is computed again (its logits are needed): two blocks hold
+    the same tokens; both stay registered, so freeing and reusing one keeps the prefix."""
+    model = make_model("gqa", exact=True)
+    pool = model.new_paged_cache(6, 4)
+    prompt = token_ids(8)                              # two full blocks
+    first = pool.new_sequence(prompt)
+    model.forward(prompt, first)
+    second = pool.new_sequence(prompt)                 # finds block 0 only: 1 token is left
+    assert len(second) == 4
+    model.forward(prompt[4:], second)                  # block 1 again, in a new block
+    first.finish()
+    second.finish()
+    second_copy = 2                                    # second's block 1, after 0 and 1
+    key = pool.manager.hash_of[1]
+    assert key is not None and len(pool.manager.prefix_blocks[key]) == 2
+    assert pool.manager.cached_blocks(prompt + [1]) == [0, 1]       # the oldest copy first
+    while pool.manager.take() != 1:                    # take free blocks until 1 is reused
+        pass
+    assert pool.manager.hash_of[1] is None
+    found = pool.manager.cached_blocks(prompt + [1])
+    assert found == [0, second_copy]                   # the twin still serves the prefix
 
 
 def test_the_manager_alone_counts_blocks():
@@ -200,14 +253,15 @@ def test_the_manager_alone_counts_blocks():
     assert m.num_free == 4
     with pytest.raises(ValueError, match="not in use"):
         m.release(b)
-    assert isinstance(make_model().new_paged_cache(2, 2).new_sequence(), PagedCache)
+    seq = make_model().new_paged_cache(2, 2).new_sequence()
+    assert isinstance(seq, KVCache) and seq.table == []
 
 
 def test_the_decode_step_runner_steps_every_sequence_once():
     model = make_model("gqa")
     step = paged_runner(model, 10, block_size=4, sequences=3, calls=2)
     step()
-    assert [len(s) for s in step.pool.sequences] == [10, 10, 10]
+    assert [table.length for table in step.pool.sequences] == [10, 10, 10]
     step()                                     # room for `calls` calls, at least
     with pytest.raises(OutOfBlocks):
         for _ in range(4):

@@ -74,8 +74,8 @@ def test_decode_step_bytes_by_the_rule_and_by_the_essays_convention():
     llama = zoo.get("llama-3.1-8b")
     kv = 2 * 32 * 8 * 128 * 131_072 * 2              # 2 L H_kv d_h S b
     rule = decode_step_bytes(llama, 131_072)
-    assert rule == {"weights": 15_009_335_040, "kv": kv, "total": 15_009_335_040 + kv,
-                    "share": kv / (15_009_335_040 + kv)}
+    assert rule == {"weights": 15_009_335_040, "kv": kv, "expanded": 0,
+                    "total": 15_009_335_040 + kv, "share": kv / (15_009_335_040 + kv)}
     essay = decode_step_bytes(llama, 131_072, weights="active")
     assert essay["weights"] == 16_060_000_000 and essay["share"] < rule["share"]
     assert round(rule["share"], 3) == 0.534 and round(essay["share"], 3) == 0.517

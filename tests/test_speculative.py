@@ -186,6 +186,6 @@ def test_bad_arguments_are_refused_before_anything_runs():
     with pytest.raises(ValueError, match="use_cache"):
         toykv.generate(model, ids(3), 5, use_cache=False, speculative=sp.PromptLookup())
     sliding = make_model("sliding")
-    with pytest.raises(ValueError, match="sliding window of 4"):
+    with pytest.raises(ValueError, match="ring of 4 slots has wrapped"):
         sp.speculative_steps(sliding, ids(3), 5, sp.PromptLookup())
     assert len(sp.speculative_generate(sliding, ids(2), 3, sp.PromptLookup())) == 3

@@ -4,7 +4,7 @@ import pytest
 
 from toykv import ModelConfig, ToyTransformer, source_toy
 from toykv.sizing import kv_cache_bytes
-from toykv.steptime import (blas_threads, fill_cache, limit_blas_threads, step_seconds,
+from toykv.steptime import (blas_threads, fill_cache, limit_blas_threads, measure_step_seconds,
                             step_time_curve)
 
 MLA = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64,
@@ -53,11 +53,11 @@ def test_step_seconds_times_single_steps():
     model = ToyTransformer(source_toy())
     cache = model.new_cache()
     fill_cache(cache, 50)
-    seconds = step_seconds(model, cache, steps=4)
+    seconds = measure_step_seconds(model, cache, steps=4)
     assert seconds.shape == (4,) and np.all(seconds > 0)
     assert len(cache) == 54
     with pytest.raises(ValueError, match="steps"):
-        step_seconds(model, cache, steps=0)
+        measure_step_seconds(model, cache, steps=0)
 
 
 def test_step_time_curve_runs_steps_at_the_given_contexts():
@@ -118,7 +118,7 @@ def test_fill_cache_fills_every_sequence_of_a_batch():
     keys = cache.stored(1, "k")                                   # [3, 300, H_kv, d_h]
     assert keys.shape == (3, 300, 2, 16)
     assert np.array_equal(keys[0], keys[2])                       # the same stand-ins
-    seconds = step_seconds(model, cache, steps=2)
+    seconds = measure_step_seconds(model, cache, steps=2)
     assert seconds.shape == (2,) and len(cache) == 302
 
 

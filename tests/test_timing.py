@@ -5,7 +5,7 @@ import pytest
 
 from conftest import make_model
 from toykv import ToyTransformer, source_toy, timing
-from toykv.bench import step_matrices
+from toykv.timing import step_matrices
 
 
 def test_best_seconds_calls_in_turns_forward_then_backward():
@@ -103,3 +103,43 @@ def test_tiny_model_keeps_the_layers_and_shrinks_the_matrices():
     assert (tiny.n_layers, tiny.layer_kinds, tiny.max_seq_len) == (
         c.n_layers, c.layer_kinds, c.max_seq_len)
     assert tiny.d_model * tiny.d_ff < c.d_model * c.d_ff / 4
+
+
+def test_best_seconds_runs_setup_before_each_call_untimed():
+    calls = []
+    ticks = iter(range(100))
+    runs = {"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}
+    best = timing.best_seconds(runs, rounds=2, warmup=0, clock=lambda: next(ticks),
+                               setup={"b": lambda: calls.append("setup b")})
+    assert calls == ["a", "setup b", "b", "setup b", "b", "a"]
+    assert best == {"a": 1, "b": 1}                   # the setup took no tick of the clock
+
+
+@pytest.mark.parametrize("setup", [{"c": lambda: None}, {"a": 1}, [lambda: None]])
+def test_best_seconds_refuses_a_setup_that_is_not_one(setup):
+    calls = []
+    with pytest.raises(ValueError, match="setup must be"):
+        timing.best_seconds({"a": lambda: calls.append(1)}, setup=setup)
+    assert calls == []
+
+
+def test_flush_caches_writes_over_its_buffer_and_checks_its_size():
+    timing.flush_caches(2**16)
+    buffer = timing._flush_buffers[2**16]
+    before = int(buffer[0])
+    timing.flush_caches(2**16)
+    assert int(buffer[0]) == (before + 1) % 256 and buffer.nbytes == 2**16
+    for nbytes in (0, 1.5, 2**40):
+        with pytest.raises(ValueError, match="nbytes"):
+            timing.flush_caches(nbytes)
+
+
+def test_full_pass_runs_the_whole_sequence_without_a_cache():
+    model = make_model("mha")
+    run = timing.full_pass(model, 9)
+    before = model.flops
+    assert run().shape == (9, model.config.vocab_size)
+    from toykv import flops
+    assert model.flops - before == flops.full_pass_flops(model.config, 9)
+    with pytest.raises(ValueError, match="length"):
+        timing.full_pass(model, model.config.max_seq_len + 1)

@@ -104,17 +104,19 @@ def test_truncate_during_a_step_is_refused():
     assert len(cache) == 2
 
 
-def test_a_cache_kind_without_rollback_refuses_clearly():
-    from toykv.cache import FullLayer
-
-    class NoRollback(FullLayer):
-        rollback_floor = property(lambda self: (_ for _ in ()).throw(AttributeError))
-
-    model = make_model("mha")
-    cache = model.new_cache()
-    model.forward(ids(4), cache)
-    cache.layers[1].__class__ = NoRollback
-    assert cache.rollback_floor() == 4
-    with pytest.raises(ValueError, match="layer 1's cache .NoRollback. cannot roll back"):
-        cache.truncate(2)
-    assert len(cache) == 4
+@pytest.mark.parametrize("kind", KINDS)
+def test_rollback_floor_is_what_truncate_accepts(kind):
+    """For every kind the floor is true: truncate to it works, to one less is refused and
+    changes nothing."""
+    model = make_model(kind, exact=True)
+    for n in (3, 6, 9):
+        cache = model.new_cache()
+        model.forward(ids(n), cache)
+        floor = cache.rollback_floor()
+        if floor > 0:
+            state = snapshot(cache)
+            with pytest.raises(ValueError, match="the shortest length it can roll back to"):
+                cache.truncate(floor - 1)
+            assert_same(snapshot(cache), state)
+        cache.truncate(floor)
+        assert len(cache) == floor

@@ -5,9 +5,21 @@ import numpy as np
 import pytest
 
 from toykv import ModelConfig, ToyTransformer, source_toy, zoo
+from toykv.layers import KV_DTYPE_BYTES
+from toykv.sizing import decode_step_bytes as step_bytes
+from toykv.sizing import weight_bytes_read as read_bytes
 from toykv.variants import (TOY_VARIANT_SHAPES, attention_variants, cache_intensity,
-                            decode_step_bytes, decode_step_cost, long_context_toy,
-                            weight_bytes_read)
+                            decode_step_cost, long_context_toy)
+
+
+def decode_step_bytes(config, context, kv_dtype="float32", absorb=False):
+    """The one count (sizing.decode_step_bytes) for toykv's float32 model and a kv_dtype cache."""
+    value, scale = KV_DTYPE_BYTES[kv_dtype]
+    return step_bytes(config, context, 1, value, 4, scale, expanded=not absorb)
+
+
+def weight_bytes_read(config, bytes_per_param=4):
+    return read_bytes(config, bytes_per_param)
 
 BASE = source_toy(max_seq_len=256)                       # 8 heads of 16, 2 layers
 SHAPES = {"gqa_kv_heads": 2, "kv_lora_rank": 32, "rope_head_dim": 8}
@@ -88,7 +100,7 @@ def test_step_cache_bytes_equal_a_filled_cache(variants, name, dtype):
     model = ToyTransformer(config)
     cache = model.new_cache(kv_dtype=dtype)
     model.forward(list(range(20)), cache)              # a step at context 20 reads 20 entries
-    assert decode_step_bytes(config, 20, kv_dtype=dtype)["cache"] == cache.nbytes
+    assert decode_step_bytes(config, 20, kv_dtype=dtype)["kv"] == cache.nbytes
 
 
 def test_step_bytes_expanded_mla_by_hand(variants):
@@ -97,7 +109,8 @@ def test_step_bytes_expanded_mla_by_hand(variants):
     H, hd, L = config.n_heads, config.head_dim, config.n_layers
     assert parts["expanded"] == L * 100 * (2 * H * hd * 4) * 2     # K and V, written + read
     assert decode_step_bytes(config, 100, absorb=True)["expanded"] == 0
-    assert parts["total"] == parts["weights"] + parts["cache"] + parts["expanded"]
+    assert parts["total"] == parts["weights"] + parts["kv"] + parts["expanded"]
+    assert parts["share"] == parts["kv"] / parts["total"]
 
 
 def test_step_bytes_sliding_layers_stop_at_the_window():
@@ -105,17 +118,17 @@ def test_step_bytes_sliding_layers_stop_at_the_window():
     model = ToyTransformer(config)
     cache = model.new_cache()
     model.forward(list(range(40)), cache)
-    assert decode_step_bytes(config, 40)["cache"] == cache.nbytes
+    assert decode_step_bytes(config, 40)["kv"] == cache.nbytes
     assert decode_step_bytes(config, 40)["total"] == decode_step_bytes(config, 16)["total"]
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"context": 0}, "context"), ({"kv_dtype": "bfloat16"}, "kv_dtype"),
-    ({"absorb": 1}, "absorb"), ({"absorb": True}, "'mla' only")])
+    ({"tokens": -1}, "tokens"), ({"expanded": 1}, "expanded"),
+    ({"bytes_per_value": "4"}, "bytes_per_value")])
 def test_step_bytes_refuse_bad_input(variants, kwargs, match):
-    args = {"context": 10, **kwargs}
+    args = {"tokens": 10, **kwargs}
     with pytest.raises(ValueError, match=match):
-        decode_step_bytes(variants["mha"], **args)
+        step_bytes(variants["mha"], **args)
 
 
 @pytest.mark.parametrize("name, absorb", [("mha", False), ("gqa", False), ("mqa", False),
@@ -162,7 +175,7 @@ def test_long_context_toy_is_bigger_than_a_cpu_cache():
     weights = weight_bytes_read(config)
     assert weights > 100e6                                       # above a 32 MiB L3
     mha = attention_variants(config, **TOY_VARIANT_SHAPES)["mha"]
-    kv = decode_step_bytes(mha, 16384)["cache"]
+    kv = decode_step_bytes(mha, 16384)["kv"]
     assert round(kv / weights, 1) == 3.4                         # the docstring's claim
     with pytest.raises(ValueError, match="max_seq_len"):
         long_context_toy(max_seq_len=0)
@@ -173,3 +186,12 @@ def test_toy_mla_equals_gqa_with_2_25_heads():
     out = attention_variants(long_context_toy(), **TOY_VARIANT_SHAPES)
     assert kv_bytes_per_token(out["mla"]) / kv_bytes_per_token(out["mqa"]) == 2.25
     assert np.isclose(kv_bytes_per_token(out["mha"]) / kv_bytes_per_token(out["gqa"]), 4)
+
+
+def test_a_served_mla_model_counts_no_rebuilt_keys():
+    """sizing's one count leaves MLA's expanded bytes out unless asked: a served DeepSeek
+    attends absorbed, and its KV share is the cache's over the cache and weights alone."""
+    ds3 = zoo.get("deepseek-v3")
+    served = step_bytes(ds3, 1_000_000)
+    assert served["expanded"] == 0 and served["total"] == served["weights"] + served["kv"]
+    assert step_bytes(ds3, 1_000_000, expanded=True)["expanded"] > 0

@@ -521,7 +521,7 @@ def test_chapter_4_call_shows_the_report():
 def test_the_widget_says_which_unit_gpu_memory_is_in_and_why(fresh):
     assert fresh.gpu_memory_gib.description == "GPU memory (GiB)"
     shown = fresh.numbers.value.replace("&quot;", '"')
-    assert 'sold as "80 GB" has 80 GiB' in shown and "powers of two" in shown
+    assert "as the card reports it" in shown and "an H100 80GB 79.6 GiB" in shown
     assert "Bandwidths (GB/s, TB/s) are decimal" in shown
 
 
@@ -778,3 +778,11 @@ def test_share_explorer_models_stay_apart_for_colour_blind_readers():
             assert distance >= 15, (vision, a, b, distance)     # and each line is labelled
             if shape_a == shape_b:                              # markers alike: colours apart
                 assert distance >= 20, (vision, a, b, distance)
+
+
+def test_the_units_note_quotes_the_presets():
+    # the calculator's note names what two cards report: the same figures as toykv's presets
+    from toykv import hardware
+    from toykv.widgets.size_calculator_view import UNITS_NOTE
+    a100, h100 = (hardware(name).memory_bytes / 2**30 for name in ("a100-80gb-sxm", "h100-sxm"))
+    assert f"an A100 80GB reports {a100:.0f} GiB, an H100 80GB {h100:.1f} GiB" in UNITS_NOTE

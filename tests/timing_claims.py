@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # calls whose result is a measurement (matched on the name called, or its dotted tail)
 MEASURING_CALLS = {
-    "best_seconds", "step_time_curve", "prefill_time_curve", "steptime.step_seconds",
+    "best_seconds", "step_time_curve", "prefill_time_curve", "steptime.measure_step_seconds",
     "measure_bandwidth", "measure_matmul_peak", "this_machine", "measure_decode",
     "measure_prefill", "timed_runs", "perf_counter", "process_time", "time.time", "monotonic",
     "update_latency", "measure_step", "measure_verify", "measured_point",

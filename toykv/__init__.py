@@ -36,9 +36,9 @@ __all__ = [
     "max_tokens_per_second", "sequences_that_fit",
     "Hardware", "hardware", "measure_bandwidth", "measure_matmul_peak",
     "CachePolicy", "policies", "quality",
-    "check", "config", "convert", "flops", "kvquant", "longctx", "model", "ops", "paged", "plots", "prefix",
-    "roofline", "scheduler", "serving", "sizing", "speculative", "steptime", "timing", "variants",
-    "widgets", "zoo",
+    "check", "config", "convert", "flops", "kvquant", "longctx", "model", "ops", "paged", "plots",
+    "prefix", "roofline", "scheduler", "serving", "sizing", "speculative", "steptime", "timing",
+    "variants", "widgets", "zoo",
 ]
 
 

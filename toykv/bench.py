@@ -34,10 +34,11 @@ import time
 import numpy as np
 
 from . import roofline
-from .config import ModelConfig, bench_toy, source_toy
+from .config import bench_toy, source_toy
 from .flops import cached_step_flops, forward_flops
 from .generate import decode_steps
-from .model import Layer, ToyTransformer
+from .model import ToyTransformer
+from .timing import step_matrices, tiny_like
 
 DECODE_CONFIG = bench_toy()         # ~0.57 GB of float32 weights (toykv.config.bench_toy)
 PROMPT_LEN = 512                    # prefill length, and the context decode starts from
@@ -172,17 +173,6 @@ def print_decode(bandwidths, rounds, step_bytes):
                   f"ratios {ratio:.2f}  {verdict(ratio, 0.5)}")
 
 
-def step_matrices(model) -> list:
-    """The weight matrices one decode step multiplies, in order: each layer's fused products
-    and its other 2-D weights, then the output head."""
-    matrices = []
-    for layer in model.layers:
-        fused = {name for group in layer.fused for name in Layer.GROUPS[group]}
-        matrices += list(layer.fused.values())
-        matrices += [w for name, w in layer.items() if w.ndim == 2 and name not in fused]
-    return matrices + [model.embed.T if model.lm_head is None else model.lm_head]
-
-
 def products_alone(model, repeats: int = DECODE_ROUNDS) -> float:
     """Median seconds of one step's weight products run back to back, one row each, with
     nothing between them: the most a step's products can give on this machine."""
@@ -195,14 +185,6 @@ def products_alone(model, repeats: int = DECODE_ROUNDS) -> float:
             rows[w.shape[0]] @ w
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
-
-
-def tiny_like(config: ModelConfig) -> ModelConfig:
-    """config's layers (their number and kinds, window and context) with tiny matrices:
-    d_model 64, one head of 64, d_ff 128, vocab 256; MLA becomes plain attention."""
-    return dataclasses.replace(config, d_model=64, n_heads=1, n_kv_heads=1, head_dim=64,
-                               d_ff=128, vocab_size=256, attention=None, kv_lora_rank=None,
-                               rope_head_dim=None)
 
 
 def fixed_cost(config, context: int, steps: int = 3 * STEPS_PER_ROUND) -> float:
@@ -329,8 +311,8 @@ def bench_variants(context: int = 16384, steps: int = 7):
     """6. Decode step of each attention variant (chapter 7's toy) at long context, against its
     bandwidth bound: bytes the step moves (toykv.variants) / bandwidth, both on one BLAS thread."""
     from .steptime import blas_threads, step_time_curve
-    from .variants import (TOY_VARIANT_SHAPES, attention_variants, decode_step_bytes,
-                           long_context_toy)
+    from .sizing import decode_step_bytes
+    from .variants import TOY_VARIANT_SHAPES, attention_variants, long_context_toy
     configs = attention_variants(long_context_toy(), **TOY_VARIANT_SHAPES)
     runs = [("MHA", configs["mha"], False), ("GQA", configs["gqa"], False),
             ("MQA", configs["mqa"], False), ("MLA absorbed", configs["mla"], True),
@@ -345,7 +327,7 @@ def bench_variants(context: int = 16384, steps: int = 7):
             bandwidth = roofline.measure_bandwidth()
         n = 3 if label == "MLA expanded" else steps
         seconds = float(step_time_curve(model, [context], steps=n, threads=1)[0])
-        nbytes = decode_step_bytes(config, context, absorb=absorb)["total"]
+        nbytes = decode_step_bytes(config, context, 1, 4, 4, expanded=not absorb)["total"]
         bound = nbytes / bandwidth
         print(f"   {label:13} {nbytes / 1e6:6.0f} MB  step {seconds * 1e3:7.1f} ms  bound "
               f"{bound * 1e3:6.1f} ms at {bandwidth / 1e9:4.1f} GB/s -> {bound / seconds:.2f} "

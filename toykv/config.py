@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from . import layers, validate
 
-ATTENTION_KINDS = ("mha", "gqa", "mqa", "mla", "lowrank")
+ATTENTION_KINDS = tuple(layers.ATTENTION)     # 'mha', 'gqa', 'mqa', 'mla', 'lowrank'
 LAYER_KINDS = ("full", "sliding", "linear")
 MAX_LAYERS = 100_000          # far above any published model; refuses typos like 10**8
 

@@ -66,7 +66,8 @@ def pool_kv_heads(model, n_kv_heads: int = 1) -> ToyTransformer:
 
 def attention_inputs(model, token_ids) -> list[np.ndarray]:
     """What each layer's attention reads when the model reads token_ids [T]: the normed
-    h [T, D] per layer, from the model's own steps run layer by layer (no cache)."""
+    h [T, D] per layer, from the model's own steps run layer by layer (through a cache of
+    the pass, dropped after it)."""
     model = check_model(model)
     ids, batched = model.check_ids(token_ids)
     if batched:
@@ -75,12 +76,13 @@ def attention_inputs(model, token_ids) -> list[np.ndarray]:
     if len(positions) > model.config.max_seq_len:
         raise ValueError(f"{len(positions)} tokens exceed max_seq_len "
                          f"{model.config.max_seq_len}")
-    rope, shared = model.rope(positions), {} if model.config.kv_sharing > 1 else None
+    rope, cache = model.rope(positions), model.new_cache(capacity=len(positions))
     x, inputs = model.embed[ids[0]], []                                  # [T, D]
     for i, layer in enumerate(model.layers):
         inputs.append(model.rms_norm(x, layer["attn_norm"]))
-        x = x + model.attend(inputs[-1], layer, i, positions, None, rope, shared)
+        x = x + model.attend(inputs[-1], layer, i, positions, cache, rope)
         x = x + model.mlp(model.rms_norm(x, layer["mlp_norm"]), layer)
+    cache.discard()
     return inputs
 
 

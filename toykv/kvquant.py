@@ -10,18 +10,20 @@ Below the cache dtypes, the schemes of the quantized caches people serve with: 8
 with a float32 scale and zero point (minimum) per group of values, keys with one scale per
 token or one per channel (KIVI, liu2024kivi: keys have outlier channels), values per token,
 and the most recent tokens kept in float32 until a whole group of them can be quantized (as
-Hugging Face's QuantizedCache keeps a residual). QuantScheme says which, round_trip is the
-arithmetic, compare_schemes runs several schemes beside the float32 cache on one text.
+Hugging Face's QuantizedCache keeps a residual). QuantScheme says which and round_trip is the
+arithmetic (both from the quantized kind, toykv.kinds.quantized: model.new_cache(quant=...));
+key_channel_spread and key_error measure a float32 cache's keys, and compare_schemes runs
+several schemes beside the float32 cache on one text.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from dataclasses import dataclass
-
 from . import validate
-from .cache import FullLayer, check_cache
+from .cache import check_cache
 from .generate import decode_steps
+from .kinds.quantized import (QUANT_BITS, SCALE_BYTES, SCALES, QuantScheme, check_layers,
+                              round_trip)
 from .layers import check_kv_dtype
 from .model import check_model
 
@@ -72,144 +74,38 @@ def compare_cache(model, prompt_ids, n_new: int, kv_dtype: str) -> dict:
             "first_divergence": int(differ[0]) if differ.size else None}
 
 
-# -- quantized caches: bits, scales per token or per channel, a float32 residual ------------------
-QUANT_BITS = (2, 4, 8)
-SCALES = ("token", "channel")
-SCALE_BYTES = 4                   # a float32 scale and a float32 zero point per group of values
-
-
-def round_trip(x, bits: int, per: str = "token") -> np.ndarray:
-    """x [tokens, ..., d_h] after quantizing to `bits` and back (float32, same shape).
-
-    Asymmetric min-max: s = (max - min) / (2^bits - 1), code = rint((x - min) / s), x' = code s
-    + min, so |x - x'| <= s / 2. per='token': one (s, min) per token row of d_h values (over
-    the last axis); per='channel': one per channel, over the tokens (axis 0)."""
-    bits = validate.choice("bits", bits, QUANT_BITS)
-    per = validate.choice("per", per, SCALES)
-    x = np.asarray(x)
-    if x.ndim < 2 or x.dtype.kind not in "fiu":
-        raise ValueError(f"x must be a real array [tokens, ..., d_h], got shape {x.shape} "
-                         f"({x.dtype})")
-    x = x.astype(np.float32)
-    axis = -1 if per == "token" else 0
-    lo, hi = x.min(axis=axis, keepdims=True), x.max(axis=axis, keepdims=True)
-    levels = np.float32(2 ** bits - 1)
-    scale = (hi - lo) / levels
-    safe = np.where(scale > 0, scale, np.float32(1))
-    codes = np.clip(np.rint((x - lo) / safe), 0, levels)               # integers 0 .. 2^b - 1
-    return (codes * scale + lo).astype(np.float32)
-
-
-@dataclass(frozen=True)
-class QuantScheme:
-    """A quantized cache: `bits` per value, keys' scales per 'token' or per 'channel' (over a
-    group of `group` tokens), values' per token; the newest tokens stay float32 until `group`
-    of them are older than the `residual` most recent, then that group is quantized."""
-    bits: int = 4
-    keys: str = "channel"
-    group: int = 32
-    residual: int = 32
-
-    def __post_init__(self):
-        validate.choice("bits", self.bits, QUANT_BITS)
-        validate.choice("keys", self.keys, SCALES)
-        validate.count("group", self.group, 1)
-        validate.count("residual", self.residual, 0)
-
-    @property
-    def name(self) -> str:
-        """'int4, keys per channel' and the like."""
-        return f"int{self.bits}, keys per {self.keys}"
-
-    def quantized(self, tokens: int) -> int:
-        """Positions held quantized at this length: whole groups older than the residual."""
-        tokens = validate.count("tokens", tokens, 0)
-        return max(tokens - self.residual, 0) // self.group * self.group
-
-    def nbytes(self, config, tokens: int) -> int:
-        """Exact bytes of one sequence's cache at `tokens`: codes (bits / 8 a value), a float32
-        scale and zero per token row (values; keys per token) or per channel and group (keys
-        per channel), and the float32 residual. Full-attention K/V layers only."""
-        _check_layers(config)
-        q = self.quantized(tokens)
-        rows = config.n_layers * config.n_kv_heads                    # [L x H_kv] rows of d_h
-        d_h = config.head_dim
-        codes = 2 * q * d_h * self.bits // 8                          # K and V
-        key_scales = q if self.keys == "token" else q // self.group * d_h
-        scales = 2 * SCALE_BYTES * (key_scales + q)                   # (scale, zero) each
-        residual = 2 * (tokens - q) * d_h * 4                         # float32 K and V
-        return rows * (codes + scales + residual)
-
-
-def _check_layers(config):
-    """Quantized schemes are defined for full-attention layers caching K and V per KV head."""
-    specs = config.layers
-    if any(s.kind != "full" or set(s.entry_shapes) != {"k", "v"} for s in specs):
-        raise ValueError("a quantized scheme needs full-attention layers caching k and v "
-                         f"(MHA, GQA, MQA), got attention={config.attention!r} with layer "
-                         f"kinds {sorted({s.kind for s in specs})}")
-    if (config.head_dim * 2) % 8:
-        raise ValueError(f"head_dim {config.head_dim} must be a multiple of 4 for 2-bit codes")
-
-
-def quantize_cache(cache, scheme: QuantScheme, done: int = 0, row: int | None = None) -> int:
-    """Quantize, in place, the groups of a float32 cache that `scheme` holds quantized at its
-    length and that are not yet (positions done .. ; row: one sequence of a batched cache).
-    Returns the positions now quantized, the `done` of the next call."""
+# -- quantized caches: the kind (toykv.kinds.quantized) and what they cost ------------------
+def _check_measurable(cache, what: str):
+    """A float32 cache of full-attention K/V layers that holds every token it was fed (the
+    measurements read its keys as they came): else a ValueError, before any work."""
     cache = check_cache(cache)
-    if not isinstance(scheme, QuantScheme):
-        raise ValueError(f"scheme must be a QuantScheme, got {type(scheme).__name__}")
-    _check_layers(cache.config)
-    if cache.kv_dtype != "float32" or any(type(layer) is not FullLayer for layer in cache.layers):
-        raise ValueError(f"quantize_cache needs a plain float32 cache, got kv_dtype="
-                         f"{cache.kv_dtype!r}" + ("" if cache.policy is None else " with a policy"))
-    q = scheme.quantized(len(cache))
-    done = validate.count("done", done, 0, len(cache))
-    if cache.batch is None:
-        row = validate.optional_count("row", row, 0, 0)
-    else:
-        row = validate.count("row", row if row is not None else -1, 0, cache.batch - 1)
-    for start in range(done, q, scheme.group):
-        end = start + scheme.group
-        for layer in cache.layers:
-            k = layer["k"] if cache.batch is None else layer["k"][row]      # [slots, H_kv, d_h]
-            v = layer["v"] if cache.batch is None else layer["v"][row]
-            k[start:end] = round_trip(k[start:end], scheme.bits, scheme.keys)
-            v[start:end] = round_trip(v[start:end], scheme.bits, "token")
-    return max(q, done)
-
-
-def quantized_logits(model, token_ids, scheme: QuantScheme) -> np.ndarray:
-    """Logits [N, |V|] of a text read through a cache quantized by `scheme`: a float32 cache fed
-    `group` tokens per step, each whole group quantized once it is older than the residual
-    (quantize_cache). When residual is a multiple of group, every token sees what it would see
-    decoded one at a time; otherwise the text goes one token per step."""
-    check_model(model)
-    if not isinstance(scheme, QuantScheme):
-        raise ValueError(f"scheme must be a QuantScheme, got {type(scheme).__name__}")
-    _check_layers(model.config)
-    ids = validate.token_ids("token_ids", token_ids, model.config.vocab_size,
-                             model.config.max_seq_len)
-    if not ids:
-        raise ValueError("token_ids must hold at least one token")
-    chunk = scheme.group if scheme.residual % scheme.group == 0 else 1
-    cache, done, rows = model.new_cache(capacity=len(ids)), 0, []
-    for start in range(0, len(ids), chunk):
-        rows.append(model.forward(ids[start:start + chunk], cache))        # [T, |V|]
-        done = quantize_cache(cache, scheme, done)
-    return np.concatenate(rows)
+    check_layers(cache.config)
+    if cache.config.kv_sharing > 1:
+        raise ValueError(f"{what} measures every layer's own keys; with kv_sharing="
+                         f"{cache.config.kv_sharing} some layers hold none (they read another "
+                         "layer's): measure a model whose layers each store their own")
+    if cache.kv_dtype != "float32" or cache.quant is not None:
+        raise ValueError(f"{what} reads float32 keys as the model made them: the cache holds "
+                         f"kv_dtype={cache.kv_dtype!r}" + ("" if cache.quant is None else
+                                                          ", quantized"))
+    short = [i for i in range(cache.config.n_layers) if cache.held(i) != len(cache)]
+    if short:
+        raise ValueError(f"{what} needs a cache that holds every token it was fed; layer "
+                         f"{short[0]} holds {cache.held(short[0])} of {len(cache)} (a policy or "
+                         "a window dropped some)")
+    return cache
 
 
 def key_channel_spread(cache) -> np.ndarray:
     """Per layer: the largest channel's max |key| over the median channel's (channels of
     every KV head, over the tokens held). [n_layers]"""
-    cache = check_cache(cache)
-    _check_layers(cache.config)
-    n = len(cache)
+    cache = _check_measurable(cache, "key_channel_spread")
+    if len(cache) == 0:
+        raise ValueError("the cache is empty: nothing to measure")
     out = []
-    for layer in cache.layers:
-        k = np.abs(layer["k"][..., :n, :, :]).reshape(-1, *layer["k"].shape[-2:])
-        peak = k.max(axis=0).ravel()                                    # [H_kv x d_h]
+    for i in range(cache.config.n_layers):
+        k = np.abs(cache.stored(i, "k"))                                # [(B,) n, H_kv, d_h]
+        peak = k.reshape(-1, *k.shape[-2:]).max(axis=0).ravel()         # [H_kv x d_h]
         out.append(peak.max() / np.median(peak))
     return np.array(out)
 
@@ -217,10 +113,9 @@ def key_channel_spread(cache) -> np.ndarray:
 def key_error(cache, scheme: QuantScheme) -> np.ndarray:
     """Per layer: ||K' - K|| / ||K|| over the positions `scheme` would quantize in this float32
     cache (one sequence), K' its keys quantized and back. The cache is not changed. [n_layers]"""
-    cache = check_cache(cache)
+    cache = _check_measurable(cache, "key_error")
     if not isinstance(scheme, QuantScheme):
         raise ValueError(f"scheme must be a QuantScheme, got {type(scheme).__name__}")
-    _check_layers(cache.config)
     if cache.batch is not None:
         raise ValueError(f"key_error takes a cache of one sequence, got batch {cache.batch}")
     q = scheme.quantized(len(cache))
@@ -228,32 +123,51 @@ def key_error(cache, scheme: QuantScheme) -> np.ndarray:
         raise ValueError(f"nothing to quantize: {len(cache)} tokens, residual "
                          f"{scheme.residual}, groups of {scheme.group}")
     out = []
-    for layer in cache.layers:
-        k = np.asarray(layer["k"][:q], dtype=np.float32)                # [q, H_kv, d_h]
+    for i in range(cache.config.n_layers):
+        k = np.asarray(cache.stored(i, "k")[:q], dtype=np.float32)      # [q, H_kv, d_h]
         back = np.concatenate([round_trip(k[s:s + scheme.group], scheme.bits, scheme.keys)
                                for s in range(0, q, scheme.group)])
         out.append(np.linalg.norm(back - k) / np.linalg.norm(k))
     return np.array(out)
 
 
+def quantized_logits(model, token_ids, scheme: QuantScheme) -> np.ndarray:
+    """Logits [N, |V|] of a text read through a cache quantized by `scheme`
+    (model.new_cache(quant=scheme)), `group` tokens per step: when residual is a multiple of
+    group, every token then sees what it would see decoded one at a time (a step's groups are
+    those quantized when it began); otherwise the text goes one token per step."""
+    check_model(model)
+    if not isinstance(scheme, QuantScheme):
+        raise ValueError(f"scheme must be a QuantScheme, got {type(scheme).__name__}")
+    check_layers(model.config)
+    ids = validate.token_ids("token_ids", token_ids, model.config.vocab_size,
+                             model.config.max_seq_len)
+    if not ids:
+        raise ValueError("token_ids must hold at least one token")
+    chunk = scheme.group if scheme.residual % scheme.group == 0 else 1
+    cache = model.new_cache(capacity=len(ids), quant=scheme)
+    return np.concatenate([model.forward(ids[start:start + chunk], cache)   # [T, |V|] each
+                           for start in range(0, len(ids), chunk)])
+
+
 def compare_schemes(model, prefix_cache, prompt_ids, n_new: int, schemes) -> dict:
     """Several quantized caches beside the float32 one, on the float32 cache's greedy path.
 
     One batched run: row 0 a float32 copy of prefix_cache continued with prompt_ids (its
-    tokens the path), row 1 + i the same under schemes[i]. Returns 'tokens' [n_new] (float32's
+    tokens the path), row 1 + i the same in a cache quantized by schemes[i] (QuantizedLayer:
+    the prefix and the prompt read in float32, quantized from the first decode step on). Returns 'tokens' [n_new] (float32's
     greedy answer), per scheme (lists, in order) 'max_error' [n_new] (max |logit difference|
     per step), 'top1_same' [n_new] (its top token is float32's), 'nbytes' (held at the end);
     'top2_margin' [n_new] (float32's top logit minus its second), 'scale', 'tokens_held'.
     """
     check_model(model)
-    prefix_cache = check_cache(prefix_cache)
+    prefix_cache = _check_measurable(prefix_cache, "compare_schemes")
     if not prefix_cache.owned_by(model) or prefix_cache.batch is not None:
         raise ValueError("prefix_cache must be a cache of this model holding one sequence")
     schemes = list(schemes)
     if not schemes or not all(isinstance(s, QuantScheme) for s in schemes):
         raise ValueError(f"schemes must be a non-empty list of QuantScheme, got {schemes!r}")
     config = model.config
-    _check_layers(config)
     n0 = len(prefix_cache)
     prompt = validate.token_ids("prompt_ids", prompt_ids, config.vocab_size,
                                 config.max_seq_len - n0)
@@ -261,18 +175,12 @@ def compare_schemes(model, prefix_cache, prompt_ids, n_new: int, schemes) -> dic
     if not prompt:
         raise ValueError("prompt_ids must hold at least one token")
     B = 1 + len(schemes)
-    cache = model.new_cache(batch=B, capacity=n0 + len(prompt) + n_new)
-    for mine, theirs in zip(cache.layers, prefix_cache.layers):      # every row: the prefix
-        for name in ("k", "v"):
-            mine[name][:, :n0] = theirs[name][:n0]
-    cache.length = n0
-    done = [0] * B
+    cache = prefix_cache.copy(capacity=n0 + len(prompt) + n_new, batch=B,   # every row: the
+                              quant=[None] + schemes)                        # prefix, float32
     feed = np.tile(np.asarray(prompt), (B, 1))                       # [B, T]
     tokens, rows = [], []
     for _ in range(n_new):
         logits = model.forward(feed, cache)[:, -1]                   # [B, vocab]
-        for i, scheme in enumerate(schemes, start=1):
-            done[i] = quantize_cache(cache, scheme, done[i], row=i)
         rows.append(logits)
         tokens.append(int(np.argmax(logits[0])))
         feed = np.full((B, 1), tokens[-1])
@@ -290,5 +198,5 @@ def compare_schemes(model, prefix_cache, prompt_ids, n_new: int, schemes) -> dic
 
 
 __all__ = ["forced_logits", "compare_cache", "QUANT_BITS", "SCALES", "SCALE_BYTES",
-           "round_trip", "QuantScheme", "quantize_cache", "quantized_logits",
-           "key_channel_spread", "key_error", "compare_schemes"]
+           "round_trip", "QuantScheme", "key_channel_spread", "key_error",
+           "compare_schemes", "quantized_logits"]

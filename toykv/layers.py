@@ -38,12 +38,14 @@ RESIDUAL_OUTPUTS = ("wo", "w_down")
 class LayerSpec:
     """One layer, as toykv builds, caches and counts it. Shapes in values, weights [in, out].
 
-    kind: 'full' | 'sliding' | 'linear'; attention: 'mha' | 'gqa' | 'mqa' | 'mla'; window: w
-    of a sliding layer (else None); n_heads, head_dim: H and d_h of the queries; rope_dim: the
+    kind: 'full' | 'sliding' | 'linear'; attention: a name in ATTENTION; window: w of a
+    sliding layer (else None); n_heads, head_dim: H and d_h of the queries; rope_dim: the
     values RoPE turns per head (d_h, or MLA's d_h^R); entries: the cache's (name, per-token
     shape) pairs; weights: (name, shape) pairs in the order a seeded model draws them;
-    state_values: a linear layer's fixed state per sequence; shares_kv: the layer attends to
-    an earlier layer's cache (config.kv_sources) and so has no entries and no KV_PROJECTIONS.
+    state_values: a linear layer's fixed state per sequence; rotated: the entry that holds keys
+    turned by RoPE ('k', MLA's 'k_rope'; None when keys are turned after the cache is read);
+    shares_kv: the layer attends to an earlier layer's cache (config.kv_sources) and so has no
+    entries and none of its kind's projections.
     """
 
     kind: str
@@ -55,6 +57,7 @@ class LayerSpec:
     entries: tuple
     weights: tuple
     state_values: int = 0
+    rotated: str | None = None
     shares_kv: bool = False
 
     @property
@@ -65,7 +68,8 @@ class LayerSpec:
     @property
     def entry_shapes(self) -> dict[str, tuple]:
         """{cache entry: its per-token shape}: 'k', 'v' [H_kv, d_h], or MLA's 'c_kv' [r] and
-        'k_rope' [d_h^R]. Empty for a linear layer."""
+        'k_rope' [d_h^R] ('lowrank': 'c_kv'). Empty for a linear layer and one that reuses
+        another's cache."""
         return dict(self.entries)
 
     @property
@@ -140,52 +144,113 @@ class LayerSpec:
 
     def rebuilt_values(self, absorb: bool = False) -> int:
         """Values per held position the layer rebuilds from its cache in a step: MLA's
-        expanded form makes every head's key and value (2 H d_h); every other form none."""
+        expanded form makes every head's key and value (2 H d_h), 'lowrank' every KV head's
+        (2 H_kv d_h); every other form none."""
         per_key, _, _ = _attention_core(self, absorb)
         return sum(self.weight_shapes[name][1] for name in per_key)
 
 
-# -- the attention kinds: their cache entries, weights and attention core ------------------
+# -- the attention kinds, each described once ------------------------------------------------
 def _kv_heads(c) -> dict:
     """MHA, GQA, MQA: H_kv heads of keys and values, each of d_h values."""
     D, H, Hkv, hd = c.d_model, c.n_heads, c.n_kv_heads, c.head_dim
-    return dict(entries=(("k", (Hkv, hd)), ("v", (Hkv, hd))), rope_dim=hd,
+    return dict(entries=(("k", (Hkv, hd)), ("v", (Hkv, hd))), rope_dim=hd, rotated="k",
                 weights=(("wq", (D, H * hd)), ("wk", (D, Hkv * hd)), ("wv", (D, Hkv * hd))))
 
 
 def _latent(c) -> dict:
     """MLA: a latent c_kv of r values and one shared rotary key of d_h^R values per token."""
     D, H, hd, r, rd = c.d_model, c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
-    return dict(entries=(("c_kv", (r,)), ("k_rope", (rd,))), rope_dim=rd,
+    return dict(entries=(("c_kv", (r,)), ("k_rope", (rd,))), rope_dim=rd, rotated="k_rope",
                 weights=(("wq", (D, H * (hd + rd))), ("w_dkv", (D, r + rd)), ("kv_norm", (r,)),
                          ("w_uk", (r, H * hd)), ("w_uv", (r, H * hd))))
 
 
 def _lowrank(c) -> dict:
-    """A latent c_kv of r values per token, rebuilt into H_kv heads of keys and values."""
+    """'lowrank': a latent c_kv of r values per token, rebuilt into H_kv heads of keys and
+    values, RoPE turning the rebuilt keys (so nothing cached is rotated)."""
     D, H, Hkv, hd, r = c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.kv_lora_rank
-    return dict(entries=(("c_kv", (r,)),), rope_dim=hd,
+    return dict(entries=(("c_kv", (r,)),), rope_dim=hd, rotated=None,
                 weights=(("wq", (D, H * hd)), ("w_dkv", (D, r)), ("w_uk", (r, Hkv * hd)),
                          ("w_uv", (r, Hkv * hd))))
 
 
-ATTENTION_FORMS = {"mha": _kv_heads, "gqa": _kv_heads, "mqa": _kv_heads, "mla": _latent,
-                   "lowrank": _lowrank}
-# the weights that make a layer's cache entries: a layer that reuses another's has none
-KV_PROJECTIONS = {"mha": ("wk", "wv"), "gqa": ("wk", "wv"), "mqa": ("wk", "wv"),
-                  "mla": ("w_dkv", "kv_norm"), "lowrank": ("w_dkv",)}
+def _heads_core(spec, absorb: bool) -> tuple[tuple, int, int]:
+    return (), spec.head_dim, spec.head_dim
 
 
-def _attention_core(spec: LayerSpec, absorb: bool) -> tuple[tuple, int, int]:
-    """(weights applied to every cached key, values per score, values per weighted sum)."""
-    if spec.attention == "lowrank":      # keys and values rebuilt from every cached latent
-        return ("w_uk", "w_uv"), spec.head_dim, spec.head_dim
-    if spec.attention != "mla":
-        return (), spec.head_dim, spec.head_dim
+def _latent_core(spec, absorb: bool) -> tuple[tuple, int, int]:
     r, rd = spec.weight_shapes["w_uk"][0], spec.rope_dim      # a reusing layer caches none
     if absorb:              # scores against the latent and the rotary key; sums of latents
         return (), r + rd, r
     return ("w_uk", "w_uv"), spec.head_dim + rd, spec.head_dim      # keys, values rebuilt
+
+
+def _lowrank_core(spec, absorb: bool) -> tuple[tuple, int, int]:
+    return ("w_uk", "w_uv"), spec.head_dim, spec.head_dim      # every held latent rebuilt
+
+
+@dataclass(frozen=True)
+class AttentionKind:
+    """One attention kind, described once: everything toykv, its sizing and its widgets need.
+
+    name: config.attention; label: what a table or widget calls it; form: config -> its cache
+    entries, RoPE width and weights; core: (spec, absorb) -> (weights applied to every cached
+    key, values per score, values per weighted sum); forward: the ToyTransformer method that
+    runs it; projections: the weights that make its cache entries (a layer that reuses another's
+    keys and values has none of them); fields: the config fields only it takes;
+    kv_heads: config -> its n_kv_heads when swapped to it (None: the given n_kv_heads; MLA
+    has none of its own; 'lowrank' keeps the config's); latent: it caches MLA's latent and
+    rotary key rather than keys and values per KV head (what an absorbed form and a widget's
+    'latent r+d' need); cached: what its cache rows
+    hold, in words; variant: one of the variants chapter 7 builds from any config (False for a
+    form a conversion makes, toykv.convert)."""
+    name: str
+    label: str
+    form: object
+    core: object
+    forward: str
+    projections: tuple = ("wk", "wv")
+    fields: tuple = ()
+    kv_heads: object = None
+    latent: bool = False
+    cached: str = "K or V"
+    variant: bool = True
+
+    def heads_text(self, config) -> str:
+        """What one token caches per layer, for a table: its KV heads, or 'latent r+d'
+        ('latent r' when no rotary key is cached)."""
+        if self.latent:
+            return f"latent {config.kv_lora_rank}+{config.rope_head_dim}"
+        if "kv_lora_rank" in self.fields:
+            return f"latent {config.kv_lora_rank}"
+        return str(config.n_kv_heads)
+
+
+_HEADS = dict(form=_kv_heads, core=_heads_core, forward="attention")
+ATTENTION = {
+    "mha": AttentionKind("mha", "MHA", kv_heads=lambda c: c.n_heads, **_HEADS),
+    "gqa": AttentionKind("gqa", "GQA", **_HEADS),
+    "mqa": AttentionKind("mqa", "MQA", kv_heads=lambda c: 1, **_HEADS),
+    "mla": AttentionKind("mla", "MLA", _latent, _latent_core, "mla_attention",
+                         projections=("w_dkv", "kv_norm"),
+                         fields=("kv_lora_rank", "rope_head_dim"), latent=True,
+                         cached="latent c_kv or rotary key k_rope"),
+    "lowrank": AttentionKind("lowrank", "low-rank", _lowrank, _lowrank_core,
+                             "lowrank_attention", projections=("w_dkv",),
+                             fields=("kv_lora_rank",), kv_heads=lambda c: c.n_kv_heads,
+                             cached="latent c_kv", variant=False),
+}
+
+
+def attention_kind(config) -> AttentionKind:
+    """The description of config's attention kind (ATTENTION[config.attention])."""
+    return ATTENTION[config.attention]
+
+
+def _attention_core(spec: LayerSpec, absorb: bool) -> tuple[tuple, int, int]:
+    """(weights applied to every cached key, values per score, values per weighted sum)."""
+    return ATTENTION[spec.attention].core(spec, absorb)
 
 
 def kv_sources(config) -> tuple[int, ...]:
@@ -202,13 +267,15 @@ def kv_sources(config) -> tuple[int, ...]:
 
 
 def describe(config) -> tuple[LayerSpec, ...]:
-    """One LayerSpec per layer of config (layers of the same kind share one object)."""
+    """One LayerSpec per layer of config (layers of the same kind, storing or reusing a
+    cache, share one object)."""
     c = config
-    form = ATTENTION_FORMS[c.attention](c)
+    attention = ATTENTION[c.attention]
+    form = attention.form(c)
     D, F, H, hd = c.d_model, c.d_ff, c.n_heads, c.head_dim
     weights = (("attn_norm", (D,)), ("mlp_norm", (D,)), ("w_gate", (D, F)), ("w_up", (D, F)),
                ("w_down", (F, D)), ("wo", (H * hd, D))) + form["weights"]
-    reused = tuple(w for w in weights if w[0] not in KV_PROJECTIONS[c.attention])
+    reused = tuple(w for w in weights if w[0] not in attention.projections)
 
     def spec(kind, shares):
         # a linear layer has no cache entries; its weights are counted as toykv's attention
@@ -219,7 +286,8 @@ def describe(config) -> tuple[LayerSpec, ...]:
             rope_dim=form["rope_dim"],
             entries=() if kind == "linear" or shares else form["entries"],
             weights=reused if shares else weights,
-            state_values=c.linear_state_values if kind == "linear" else 0, shares_kv=shares)
+            state_values=c.linear_state_values if kind == "linear" else 0,
+            rotated=form["rotated"], shares_kv=shares)
 
     specs = {}
     keys = [(kind, source != i) for i, (kind, source) in
@@ -250,11 +318,12 @@ def check_kv_dtype(kv_dtype) -> str:
 def check_absorb(config, absorb) -> bool:
     """absorb as a bool: MLA's absorbed form (deepseek2024v2, section 2.1), for MLA only."""
     validate.flag("absorb", absorb)
-    if absorb and config.attention != "mla":
-        raise ValueError(f"absorb=True is for attention='mla' only (its absorbed form), got "
-                         f"attention={config.attention!r}")
+    if absorb and not ATTENTION[config.attention].latent:
+        latent = " or ".join(repr(k.name) for k in ATTENTION.values() if k.latent)
+        raise ValueError(f"absorb=True is for attention={latent} only (its absorbed form), "
+                         f"got attention={config.attention!r}")
     return absorb
 
 
 __all__ = ["LayerSpec", "describe", "kv_sources", "groups", "check_kv_dtype", "check_absorb",
-           "KV_DTYPE_BYTES", "ATTENTION_FORMS", "KV_PROJECTIONS"]
+           "KV_DTYPE_BYTES", "AttentionKind", "ATTENTION", "attention_kind"]

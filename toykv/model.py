@@ -16,91 +16,14 @@ from __future__ import annotations
 import numpy as np
 
 from . import validate
-from .cache import KVCache, check_cache
+from .cache import KVCache, check_cache, new_pool
 from .config import ModelConfig, check_config
-from .layers import RESIDUAL_OUTPUTS, check_absorb
+from .kinds.base import Seen
+from .layers import RESIDUAL_OUTPUTS, attention_kind, check_absorb
 from .ops import Ops
-from .paged import BlockPool
+from .rope import RopeTable, apply_rope, rope_cos_sin  # noqa: F401  (toykv.model.apply_rope)
 from .sizing import param_count
-
-
-def rope_cos_sin(positions, head_dim: int, theta: float):
-    """cos and sin of RoPE's angles at `positions`: [len(positions), head_dim] each.
-
-    Position p turns pair (i, i + d_h/2) by p / theta^(2i/d_h), the d_h/2 angles repeated
-    twice as Hugging Face's Llama lays them out. Built for the positions asked for only.
-    """
-    head_dim = int(head_dim)      # a plain int keeps the division in float32, as in HF
-    inv_freq = (1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.int64).astype(np.float32)
-                                / head_dim)).astype(np.float32)          # [d_h/2]
-    freqs = np.asarray(positions).astype(np.float32)[:, None] * inv_freq  # [T, d_h/2]
-    angles = np.concatenate([freqs, freqs], axis=-1).astype(np.float64)
-    return np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
-
-
-class RopeTable:
-    """model.cos or model.sin as if a [max_seq_len, d] table. `table[positions]` keeps the rows
-    of positions 0, 1, 2, ... built so far and extends them by doubling as a sequence grows, so
-    a decode step just indexes; a position far beyond them is computed alone. A config with
-    10**8 positions allocates nothing up front."""
-
-    def __init__(self, part: int, n_positions: int, head_dim: int, theta: float):
-        self.part, self.n_positions, self.head_dim, self.theta = part, n_positions, head_dim, theta
-        self._rows = np.zeros((0, head_dim), np.float32)       # positions 0..len-1, built
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        return (self.n_positions, self.head_dim)
-
-    def __len__(self) -> int:
-        return self.n_positions
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):                  # forward's case: positions start..stop-1
-            start, stop, step = index.indices(self.n_positions)
-            if step == 1 and self._extend(stop, max(stop - start, 0)):
-                return self._rows[start:stop].copy()
-            positions = np.arange(start, stop, step)
-        else:
-            positions = np.asarray(index)
-            if positions.dtype.kind not in "iu":
-                raise IndexError(f"RoPE table positions must be integers, got {positions.dtype}")
-            if positions.size and (positions.min() < -self.n_positions
-                                   or positions.max() >= self.n_positions):
-                raise IndexError(f"position outside [0, max_seq_len={self.n_positions})")
-            positions = positions % self.n_positions
-        if not positions.size or self._extend(int(positions.max()) + 1, positions.size):
-            return self._rows[positions]
-        rows = rope_cos_sin(positions.ravel(), self.head_dim, self.theta)[self.part]
-        return rows.reshape(*positions.shape, self.head_dim)   # far positions: computed alone
-
-    def _extend(self, need: int, asked: int) -> bool:
-        """Build rows 0..need-1 if that costs at most about twice what is built or asked for
-        (a growing sequence, a prefill); True when rows 0..need-1 are there."""
-        if need <= len(self._rows):
-            return True
-        if need > 2 * max(len(self._rows), asked, 128):
-            return False
-        n = min(self.n_positions, max(need, 2 * len(self._rows), 256))
-        self._rows = rope_cos_sin(np.arange(n), self.head_dim, self.theta)[self.part]
-        return True
-
-    def copy(self) -> np.ndarray:
-        """The whole table as a plain [max_seq_len, d] array, to edit (chapter 3 plants a bug)."""
-        return np.array(self)
-
-    def __array__(self, dtype=None, copy=None):
-        validate.fits_in_memory("the whole RoPE table", 16 * self.n_positions * self.head_dim,
-                                "index it with the positions you need instead")
-        table = self[:]
-        return table if dtype is None else table.astype(dtype)
-
-
-def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
-    """Rotate pairs (i, i + d/2) of x [..., T, d] by each position's angle (cos, sin [T, d])."""
-    half = x.shape[-1] // 2
-    rotated = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)   # rotate_half
-    return x * cos + rotated * sin
+from .watch import AttentionWatch
 
 
 def weight_layout(w: np.ndarray) -> np.ndarray:
@@ -118,14 +41,18 @@ class Layer(dict):
     larger product instead of two or three (BLAS streams a wide matrix faster than several
     narrow ones): fused["qkv"] = [W_q | W_k | W_v] and fused["gate_up"] = [W_gate | W_up].
     layer["wq"] and the others are views into them, and assigning one writes into them.
+    A layer that reuses another's keys and values (kv_sharing; makes_kv=False) has no W_k and
+    W_v: its fused["qkv"] is W_q alone, so the product gives queries and no keys or values.
     """
 
     GROUPS = {"qkv": ("wq", "wk", "wv"), "gate_up": ("w_gate", "w_up")}
 
-    def __init__(self, weights: dict):
+    def __init__(self, weights: dict, makes_kv: bool = True):
         super().__init__(weights)
-        self.fused = {}
+        self.fused, self.makes_kv = {}, makes_kv
         for group, names in self.GROUPS.items():
+            if not makes_kv:
+                names = tuple(name for name in names if name not in ("wk", "wv"))
             if all(name in weights for name in names):           # MLA has no wk, wv
                 matrix = weight_layout(np.concatenate([weights[n] for n in names], axis=1))
                 self.fused[group], start = matrix, 0
@@ -135,7 +62,7 @@ class Layer(dict):
                     start += width
 
     def __setitem__(self, name, value):
-        if any(name in self.GROUPS[group] for group in self.fused):
+        if name in self and any(name in self.GROUPS[group] for group in self.fused):
             if np.shape(value) != self[name].shape:
                 raise ValueError(f"layer[{name!r}] has shape {self[name].shape}, got "
                                  f"{np.shape(value)}")
@@ -148,7 +75,7 @@ class Layer(dict):
             self[name] = value
 
     def __reduce__(self):                     # copy, deepcopy and pickle rebuild the views
-        return type(self), (dict(self),)
+        return type(self), (dict(self), self.makes_kv)
 
     @classmethod
     def of(cls, layer: dict) -> Layer:
@@ -263,8 +190,10 @@ class ToyTransformer:
         else:    # given arrays (a loader's): {"embed", "layers", "final_norm", "lm_head"}
             given = check_weights(weights, config)
             self.embed, self.final_norm = given["embed"], given["final_norm"]
-            self.layers = [Layer(layer) for layer in given["layers"]]
+            self.layers = [Layer(layer, not spec.shares_kv)
+                           for layer, spec in zip(given["layers"], config.layers)]
             self.lm_head = given["lm_head"]
+        self._watching = {}                         # layer -> an AttentionWatch recording it
         rope_dim = config.layers[0].rope_dim
         self.cos = RopeTable(0, config.max_seq_len, rope_dim, config.rope_theta)
         self.sin = RopeTable(1, config.max_seq_len, rope_dim, config.rope_theta)
@@ -284,7 +213,7 @@ class ToyTransformer:
                                    / np.sqrt(c.d_model))
         self.layers = [Layer({name: np.ones(shape, np.float32) if len(shape) == 1 else
                               w(*shape, out_scale if name in RESIDUAL_OUTPUTS else 1.0)
-                              for name, shape in spec.weights})
+                              for name, shape in spec.weights}, not spec.shares_kv)
                        for spec in c.layers]
         self.final_norm = np.ones(c.d_model, np.float32)
         self.lm_head = None if c.tie_embeddings else w(c.d_model, c.vocab_size)
@@ -305,11 +234,10 @@ class ToyTransformer:
 
     @property
     def attend(self):
-        """The attention form of this model's layers: attention (H_kv heads of keys and values),
-        mla_attention (MLA's latent) or lowrank_attention (a latent rebuilt into H_kv heads), as
-        its config says."""
-        return {"mla": self.mla_attention, "lowrank": self.lowrank_attention}.get(
-            self.config.attention, self.attention)
+        """The attention form of this model's layers, as its attention kind says
+        (toykv.layers.ATTENTION): attention (H_kv heads of keys and values), mla_attention
+        (MLA's latent) or lowrank_attention (a latent rebuilt into H_kv heads)."""
+        return getattr(self, attention_kind(self.config).forward)
 
     @property
     def exact(self) -> bool:
@@ -321,31 +249,36 @@ class ToyTransformer:
         return self.ops.flops
 
     def new_cache(self, batch: int | None = None, kv_dtype: str = "float32",
-                  capacity: int | None = None, policy=None) -> KVCache:
+                  capacity: int | None = None, policy=None, quant=None, pool=None) -> KVCache:
         """An empty cache for this model: one sequence (batch=None) or B sequences (batch=B).
         capacity: positions to allocate per layer now (default max_seq_len; it grows).
-        policy: what it keeps (a toykv.CachePolicy; default every token)."""
-        cache = KVCache(self.config, batch, kv_dtype, capacity, policy)
+        policy: what it keeps (a toykv.CachePolicy; default every token); quant: quantized
+        storage (a toykv.kvquant.QuantScheme); pool: a BlockPool whose blocks it uses."""
+        cache = KVCache(self.config, batch, kv_dtype, capacity, policy, quant, pool)
         cache._claim(self)
         return cache
 
     def new_paged_cache(self, num_blocks: int, block_size: int = 16,
-                        kv_dtype: str = "float32") -> BlockPool:
+                        kv_dtype: str = "float32"):
         """A pool of num_blocks blocks of block_size tokens for many sequences of this model
         (toykv.paged): pool.new_sequence() gives each one a cache forward accepts."""
-        return BlockPool(self, num_blocks, block_size, kv_dtype)
+        return new_pool(self, num_blocks, block_size, kv_dtype)
 
     # -- forward ----------------------------------------------------------------
     def forward(self, token_ids, cache: KVCache | None = None) -> np.ndarray:
         """Logits [T, |V|] of token_ids [T], or [B, T, |V|] of a batch [B, T]. With a cache the
         tokens follow the len(cache) tokens it holds (per sequence), and are added to it: all
-        or nothing, so a pass that fails leaves the cache as it was."""
+        or nothing, so a pass that fails leaves the cache as it was. Without a cache, a model
+        whose layers share keys and values (kv_sharing) reads them through a cache of the pass
+        alone, dropped after it."""
         ids, batched = self.check_ids(token_ids)                         # [B, T]
         B, T = ids.shape
         start = 0
         if cache is not None:
             self.check_cache(cache, B if batched else None)
             start = len(cache)
+        elif self.config.kv_sharing > 1 and T <= self.config.max_seq_len:
+            cache = self.new_cache(B if batched else None, capacity=T)   # the pass's own
         if start + T > self.config.max_seq_len:
             raise ValueError(f"{start} cached + {T} new tokens exceeds max_seq_len "
                              f"{self.config.max_seq_len}")
@@ -354,17 +287,16 @@ class ToyTransformer:
             4 * B * self.config.n_heads * T * (start + T),                # [B, H, T, Tk] float32
             "feed a long sequence in chunks through a cache")
         if cache is not None:
+            cache.check_step(T)                       # a finished sequence, too few blocks
             cache._claim(self)                        # every check passed: now it is ours
-            cache.begin_step(ids)                     # a paged cache finds its blocks here
         positions = np.arange(start, start + T)
         rope = self.cos[start:start + T], self.sin[start:start + T]      # [T, d], every layer
         x = self.embed[ids if batched else ids[0]]                       # [..., T, D]
         attend = self.attend
-        shared = {} if self.config.kv_sharing > 1 else None   # layers reuse others' K, V
         try:
             for i, layer in enumerate(self.layers):
                 h = self.rms_norm(x, layer["attn_norm"])
-                x = x + attend(h, layer, i, positions, cache, rope, shared)
+                x = x + attend(h, layer, i, positions, cache, rope)
                 h = self.rms_norm(x, layer["mlp_norm"])
                 x = x + self.mlp(h, layer)
         except BaseException:                         # a step is all or nothing
@@ -372,7 +304,7 @@ class ToyTransformer:
                 cache.discard()
             raise
         if cache is not None:
-            cache.advance(T)
+            cache.advance(T, ids if batched else ids[0])
         x = self.rms_norm(x, self.final_norm)
         head = self.embed.T if self.lm_head is None else self.lm_head    # [D, |V|]
         return self.ops.matmul(rows(x), head).reshape(*x.shape[:-1], -1)   # [..., T, |V|]
@@ -448,42 +380,32 @@ class ToyTransformer:
         act *= up
         return self.ops.matmul(act, layer["w_down"]).reshape(h.shape)
 
-    def attention(self, h, layer, i, positions, cache=None, rope=None,
-                  shared=None):
+    def attention(self, h, layer, i, positions, cache=None, rope=None):
         """Layer i's attention (MHA, GQA, MQA) for the new tokens at
         `positions` [T]: h [..., T, D] -> [..., T, D] (... : one sequence,
         or B). With a cache (forward has checked it) their keys and values
         join it, and the queries attend over every key it holds.
-        rope: (cos, sin) [T, d_h] of the positions, if already looked up.
-        shared: {layer: (k, v, key positions)} made so far in this pass;
-        keys and values found there are attended to, not made again."""
+        rope: (cos, sin) [T, d_h] of the positions, if already looked up."""
         c, mm = self.config, self.ops.matmul
         H, Hkv, G, hd = c.n_heads, c.n_kv_heads, c.group_size, c.head_dim
         *lead, T, D = h.shape
+        # project: every head's query, key and value in one product
+        qkv = mm(rows(h), Layer.of(layer).fused["qkv"])  # [B T, (H+2H_kv) d_h]
+        qkv = qkv.reshape(*lead, T, -1, hd)         # [..., T, heads, d_h]
+        q = qkv[..., :H, :]                         # [..., T, H, d_h]
+        k = qkv[..., H:H + Hkv, :]                  # [..., T, H_kv, d_h]
+        v = qkv[..., H + Hkv:, :]                   # [..., T, H_kv, d_h]
+        # rotate: RoPE turns each query and key by its position's angle
         cos, sin = self.rope(positions) if rope is None else rope  # [T, d_h]
         cos, sin = cos[:, None], sin[:, None]       # [T, 1, d_h]
-        made = None if shared is None else shared.get(c.kv_sources[i])
-        if made is not None:      # kv_sharing's, or rebuilt ('lowrank')
-            q = mm(rows(h), layer["wq"]).reshape(*lead, T, H, hd)
-            q = apply_rope(q, cos, sin)             # [..., T, H, d_h]
-            k, v, key_pos = made                    # [..., Tk, H_kv, d_h]
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
+        # append to the cache: attend over all it holds, the new keys too
+        if cache is None:
+            seen = self.alone(i, positions, k=k, v=v)  # new keys only
         else:
-            # project: every head's query, key and value in one product
-            qkv = mm(rows(h), Layer.of(layer).fused["qkv"])
-            qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)  # [.., T, heads, d_h]
-            q = qkv[..., :H, :]                     # [..., T, H, d_h]
-            k = qkv[..., H:H + Hkv, :]              # [..., T, H_kv, d_h]
-            v = qkv[..., H + Hkv:, :]               # [..., T, H_kv, d_h]
-            # rotate: RoPE turns each query and key by its position's angle
-            q = apply_rope(q, cos, sin)
-            k = apply_rope(k, cos, sin)
-            # append to the cache: attend over all it holds, the new keys too
-            key_pos = positions                     # [Tk]
-            if cache is not None:
-                kv, key_pos = cache.append(i, k=k, v=v)
-                k, v = kv["k"], kv["v"]             # [..., Tk, H_kv, d_h]
-            if shared is not None:
-                shared[i] = k, v, key_pos
+            seen = cache.append(i, k=k, v=v)        # every key it holds
+        k, v = seen.kv["k"], seen.kv["v"]           # [..., Tk, H_kv, d_h]
         # group the query heads: the G queries that share each KV head
         q = np.swapaxes(q, -3, -2)                  # [..., H, T, d_h]
         q = q.reshape(*lead, Hkv, G, T, hd)         # [..., H_kv, G, T, d_h]
@@ -492,9 +414,7 @@ class ToyTransformer:
         # attend: softmax(q k^T / sqrt(d_h)) v, over the keys a query sees
         scores = mm(q, np.swapaxes(k, -1, -2))      # [..., H_kv, G, T, Tk]
         scores *= np.float32(1 / np.sqrt(hd))
-        p = self.softmax(scores, self.mask(positions, key_pos, i, cache))
-        if cache is not None:
-            cache.attended(i, p)                    # chapter 12's policies
+        p = self.softmax(scores, seen)              # 0 where the mask hides
         out = mm(p, v)                              # [..., H_kv, G, T, d_h]
         # project out: the heads side by side, through W_O
         out = out.reshape(*lead, H, T, hd)          # [..., H, T, d_h]
@@ -502,37 +422,32 @@ class ToyTransformer:
         out = mm(rows(out, H * hd), layer["wo"])    # [B T, D]
         return out.reshape(h.shape)                 # [..., T, D]
 
-    def mla_attention(self, h, layer, i, positions, cache=None, rope=None, shared=None):
+    def mla_attention(self, h, layer, i, positions, cache=None, rope=None):
         """DeepSeek-V2's latent attention (deepseek2024v2), h [..., T, D] -> the same shape, as
         attention() takes it (rope: cos, sin [T, d_h^R]); the cache holds c_kv [r] and k_rope
         [d_h^R] per token. self.absorb picks the absorbed or expanded form. Every query head
         shares the latent and the rotary key: a product with them broadcasts over the heads,
-        and Ops.matmul reads a long one once for all heads. shared: as attention() takes it,
-        {layer: (c_kv, k_rope, key positions)}."""
+        and Ops.matmul reads a long one once for all heads."""
         c, mm = self.config, self.ops.matmul
         *lead, T, D = h.shape
         H, hd, r, rd = c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
         cos, sin = self.rope(positions) if rope is None else rope        # [T, d_h^R]
-        # project: per-head queries (rotary parts turned by RoPE)
+        # project: per-head queries, and one latent and rotary key per token for all heads
         q = mm(rows(h), layer["wq"]).reshape(*lead, T, H, hd + rd)
         q = np.swapaxes(q, -3, -2)                                       # [..., H, T, d_h + d_h^R]
-        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
-        made = None if shared is None else shared.get(c.kv_sources[i])
-        if made is not None:                       # an earlier layer's latents (kv_sharing)
-            c_kv, k_rope, key_pos = made
-        else:
-            # project: one latent and one rotary key per token for all heads
+        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)  # RoPE: rotary parts
+        new = {}                             # none for a layer that reuses another's (kv_sharing)
+        if "w_dkv" in layer:
             ckv = mm(rows(h), layer["w_dkv"])                            # [B T, r + d_h^R]
-            c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(*lead, T, r)  # latent
-            k_rope = apply_rope(ckv[:, r:].reshape(*lead, T, rd), cos, sin)  # [..., T, d_h^R]
-            # append to the cache: the latent and the rotary key of every position held
-            key_pos = positions
-            if cache is not None:
-                kv, key_pos = cache.append(i, c_kv=c_kv, k_rope=k_rope)
-                c_kv, k_rope = kv["c_kv"], kv["k_rope"]                  # [..., Tk, r], [.., d_h^R]
-            if shared is not None:
-                shared[i] = c_kv, k_rope, key_pos
-        Tk = len(key_pos)
+            new["c_kv"] = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(*lead, T, r)
+            new["k_rope"] = apply_rope(ckv[:, r:].reshape(*lead, T, rd), cos, sin)  # shared
+        # append to the cache: the latent and the rotary key of every position held
+        if cache is None:
+            seen = self.alone(i, positions, **new)                      # these only, causally
+        else:
+            seen = cache.append(i, **new)                               # + positions, mask
+        c_kv, k_rope = seen.kv["c_kv"], seen.kv["k_rope"]                # [..., Tk, r], [.., d_h^R]
+        Tk = len(seen.positions)
         # attend: every head scores the shared rotary keys (and, absorbed, the latents)
         rope_scores = mm(q_rope, np.swapaxes(k_rope, -1, -2)[..., None, :, :])  # [.., H, T, Tk]
         if self.absorb:      # fold W_UK into the query, score against the latent itself
@@ -546,9 +461,7 @@ class ToyTransformer:
             scores = mm(q_nope, np.swapaxes(k_nope, -1, -2))             # [..., H, T, Tk]
         scores = scores + rope_scores
         scores *= np.float32(1 / np.sqrt(hd + rd))
-        p = self.softmax(scores, self.mask(positions, key_pos, i, cache))  # [..., H, T, Tk]
-        if cache is not None:
-            cache.attended(i, p)                                         # a policy's (H2O)
+        p = self.softmax(scores, seen)                                   # [..., H, T, Tk]
         if self.absorb:      # the weighted sum of latents, then W_UV per head
             w_uv = layer["w_uv"].reshape(r, H, hd).transpose(1, 0, 2)    # [H, r, d_h]
             out = mm(mm(p, c_kv[..., None, :, :]), w_uv)                 # [..., H, T, d_h]
@@ -558,52 +471,83 @@ class ToyTransformer:
         out = np.swapaxes(out, -3, -2)                                   # [..., T, H, d_h]
         return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
 
-    def lowrank_attention(self, h, layer, i, positions, cache=None, rope=None, shared=None):
+    def lowrank_attention(self, h, layer, i, positions, cache=None, rope=None):
         """A latent per token rebuilt into H_kv heads of keys and values ('lowrank', as
-        toykv.convert.low_rank_kv makes it): h [..., T, D] -> the same shape, as attention()
-        takes it. The cache holds c_kv [r] per token; each step rebuilds K = RoPE(c_kv W_UK), at
-        the keys' positions, and V = c_kv W_UV, then attends as attention() does. With RoPE
-        after the rebuild, W_UK cannot be absorbed into the query: DeepSeek-V2 keeps a rotary
-        key apart for that (deepseek2024v2). shared: {layer: (c_kv, key positions)}."""
+        toykv.convert.low_rank_kv makes it), h [..., T, D] -> the same shape, as attention()
+        takes it. The cache holds c_kv [r] per token; a step rebuilds K = RoPE(c_kv W_UK), at
+        the positions the cache says the keys have, and V = c_kv W_UV, then attends as
+        attention() does. With RoPE after the rebuild, W_UK cannot be folded into the query:
+        DeepSeek-V2 keeps a rotary key apart for that (deepseek2024v2)."""
         c, mm = self.config, self.ops.matmul
-        Hkv, hd = c.n_kv_heads, c.head_dim
+        H, Hkv, G, hd = c.n_heads, c.n_kv_heads, c.group_size, c.head_dim
         *lead, T, D = h.shape
-        source = c.kv_sources[i]
-        made = None if shared is None else shared.get(source)
-        if made is not None:                       # an earlier layer's latents (kv_sharing)
-            c_kv, key_pos = made
-        else:
-            # project: one latent of r values per token
-            c_kv = mm(rows(h), layer["w_dkv"]).reshape(*lead, T, -1)   # [..., T, r]
-            # append to the cache: the latents of every position held
-            key_pos = positions
-            if cache is not None:
-                kv, key_pos = cache.append(i, c_kv=c_kv)
-                c_kv = kv["c_kv"]                                       # [..., Tk, r]
-            if shared is not None:
-                shared[i] = c_kv, key_pos
-        # rebuild: every held position's keys and values; RoPE turns the keys at their positions
-        Tk = len(key_pos)
+        cos, sin = self.rope(positions) if rope is None else rope        # [T, d_h]
+        # project: per-head queries, and one latent of r values per token
+        q = mm(rows(h), layer["wq"]).reshape(*lead, T, H, hd)
+        q = apply_rope(q, cos[:, None], sin[:, None])                    # [..., T, H, d_h]
+        new = {}                             # none for a layer that reuses another's (kv_sharing)
+        if "w_dkv" in layer:
+            new["c_kv"] = mm(rows(h), layer["w_dkv"]).reshape(*lead, T, -1)   # [..., T, r]
+        # append to the cache: the latents of every position held
+        seen = self.alone(i, positions, **new) if cache is None else cache.append(i, **new)
+        c_kv, Tk = seen.kv["c_kv"], len(seen.positions)                  # [..., Tk, r]
+        # rebuild every held position's keys and values; RoPE turns the keys where they sit
         k = mm(rows(c_kv), layer["w_uk"]).reshape(*lead, Tk, Hkv, hd)
         v = mm(rows(c_kv), layer["w_uv"]).reshape(*lead, Tk, Hkv, hd)
-        cos, sin = self.rope(key_pos)                                   # [Tk, d_h]
-        k = apply_rope(k, cos[:, None], sin[:, None])
-        return self.attention(h, layer, i, positions, cache, rope, {source: (k, v, key_pos)})
+        k_cos, k_sin = self.rope(seen.positions)                         # [Tk, d_h]
+        k = apply_rope(k, k_cos[:, None], k_sin[:, None])
+        # attend as attention() does: G query heads per rebuilt KV head
+        q = np.swapaxes(q, -3, -2).reshape(*lead, Hkv, G, T, hd)         # [..., H_kv, G, T, d_h]
+        k = np.swapaxes(k, -3, -2)[..., None, :, :]                      # [..., H_kv, 1, Tk, d_h]
+        v = np.swapaxes(v, -3, -2)[..., None, :, :]
+        scores = mm(q, np.swapaxes(k, -1, -2))                           # [..., H_kv, G, T, Tk]
+        scores *= np.float32(1 / np.sqrt(hd))
+        out = mm(self.softmax(scores, seen), v).reshape(*lead, H, T, hd)
+        out = np.swapaxes(out, -3, -2)                                   # [..., T, H, d_h]
+        return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
 
-    def mask(self, positions, key_pos, layer, cache=None):
+    def alone(self, layer: int, positions, **new: np.ndarray) -> Seen:
+        """What a step without a cache attends over in layer `layer`: its own keys and values
+        (new: [..., T, ...] per name), causally (and inside a sliding window). A layer that
+        reuses another's (kv_sharing) has none of its own: forward runs such a model through a
+        cache of the pass."""
+        source = self.config.kv_sources[layer]
+        if source != layer:
+            raise ValueError(f"layer {layer} reuses layer {source}'s keys and values "
+                             f"(kv_sharing={self.config.kv_sharing}): run it with a cache")
+        name, shape = self.config.layers[layer].entries[0]
+        value = new[name]                                   # [T, ...] or [B, T, ...]
+        batch = value.shape[0] if value.ndim > len(shape) + 1 else None
+        return Seen(new, positions, self.mask(positions, positions, layer), positions,
+                    layer=layer, batch=batch)
+
+    def mask(self, positions, key_pos, layer):
         """Bool [T, Tk]: True where a query position may see a key position (causal, and inside
         a sliding window); None when every query sees every key (a decode step of a full
-        layer), as the layer's LayerSpec says, narrowed by a cache's policy."""
-        allowed = self.config.layers[layer].allowed(positions, key_pos)
-        return allowed if cache is None else cache.narrow(layer, positions, allowed)
+        layer), as the layer's LayerSpec says."""
+        return self.config.layers[layer].allowed(positions, key_pos)
 
-    def softmax(self, scores, allowed=None):
-        """Softmax over the last axis where allowed (elsewhere 0; None: everywhere). Works in
-        place on scores."""
+    def softmax(self, scores, seen=None):
+        """Softmax over the last axis where `seen` lets a query see a key (elsewhere 0): seen is
+        a Seen (its mask), a bool mask [T, Tk], or None (everywhere). Works in place on scores.
+        A Seen's weights are then shown to whoever asked for them: its cache layer (H2O counts
+        them) and anyone watching that layer (watch_attention)."""
+        allowed = seen.mask if isinstance(seen, Seen) else seen
         if allowed is not None:
             np.copyto(scores, np.float32(-np.inf), where=~allowed)
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= self.ops.sum_last(scores)
+        if isinstance(seen, Seen):
+            if seen.observe is not None:
+                seen.observe(scores)
+            if seen.layer in self._watching:
+                self._watching[seen.layer].see(scores, seen)
         return scores
 
+    def watch_attention(self, layer: int = 0) -> AttentionWatch:
+        """Record layer `layer`'s attention weights during forward passes: `with
+        model.watch_attention(0) as watch: model.forward(...)`, then watch.steps (one
+        AttentionStep per pass: weights [H, T, Tk] ([B, H, T, Tk]), queries [T], keys [Tk])."""
+        layer = validate.count("layer", layer, 0, self.config.n_layers - 1)
+        return AttentionWatch(self, layer)

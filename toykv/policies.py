@@ -19,9 +19,10 @@ its place in the cache instead, so the sinks sit just before the window. Since R
 rotation, a stored key is moved there by rotating it by the difference.
 
 A step of T > 1 tokens keeps what T steps of one token would (the queries' mask narrows to
-each one's window, `narrow`) for 'window' and 'sinks' with original positions. 'h2o' updates
-its heavy hitters once per step, and 'renumbered' numbers the cache once per step, so for
-them only one token per step is the policy exactly.
+each one's window) for 'window' and 'sinks' with original positions. 'h2o' updates its heavy
+hitters once per step, so for it only one token per step is the policy exactly; 'renumbered'
+numbers the cache once per step, so it takes one token per step once the budget is reached.
+The kinds that keep the tokens are toykv.kinds.sinks and toykv.kinds.h2o (CachePolicy.kind).
 """
 from __future__ import annotations
 
@@ -30,9 +31,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validate
-from .cache import LAYER_CACHES, FullLayer
+from .kinds import KINDS
 
-POLICIES = ("full", "window", "sinks", "h2o")
+# 'full' keeps every token (and counts the attention each received: the h2o kind, no budget);
+# the others are the names the eviction kinds keep for (toykv.kinds.KINDS, their `policies`)
+POLICIES = ("full",) + tuple(name for kind in KINDS.values()
+                             for name in getattr(kind, "policies", ()))
 POSITIONS = ("original", "renumbered")
 
 
@@ -80,28 +84,27 @@ class CachePolicy:
     @property
     def window(self) -> int | None:
         """The recent tokens a policy keeps (None: all)."""
-        return {"full": None, "window": self.budget, "h2o": self.recent,
+        return {"full": None, "h2o": self.recent,
                 "sinks": None if self.budget is None else self.budget - (self.sinks or 0)
-                }[self.name]
+                }.get(self.name, self.budget)
 
     def held(self, length: int) -> int:
         """Tokens a layer holds once `length` tokens have gone through it."""
         return length if self.budget is None else min(length, self.budget)
 
+    @property
+    def kind(self) -> str:
+        """The cache kind that keeps what this policy says (toykv.kinds.KINDS): 'sinks' for
+        'window' and 'sinks', 'h2o' for 'h2o' and 'full' (every token, attention counted)."""
+        if self.name == "full":
+            return "h2o"
+        return next(key for key, kind in KINDS.items()
+                    if self.name in getattr(kind, "policies", ()))
+
     def keep(self, positions: np.ndarray, received: np.ndarray) -> np.ndarray:
         """Indices (ascending) of the tokens to keep, given every candidate's position
-        (ascending) [n] and the attention it has received [n]."""
-        n = len(positions)
-        if self.budget is None or n <= self.budget:
-            return np.arange(n)
-        recent = np.arange(n - self.window, n)                      # the window: always kept
-        if self.name == "window":
-            return recent
-        if self.name == "sinks":
-            return np.concatenate([np.arange(self.sinks), recent])
-        older = n - self.window                                     # h2o: the heaviest older
-        heavy = np.argsort(-received[:older], kind="stable")[:self.budget - self.window]
-        return np.concatenate([np.sort(heavy), recent])
+        (ascending) [n] and the attention it has received [n]: the kind's rule."""
+        return KINDS[self.kind].choose(self, np.asarray(positions), np.asarray(received))
 
 
 def check_policy(policy, config, batch) -> CachePolicy:
@@ -123,120 +126,4 @@ def check_policy(policy, config, batch) -> CachePolicy:
     return policy
 
 
-def _rotate(x: np.ndarray, delta: np.ndarray, theta: float) -> np.ndarray:
-    """x [..., n, heads, d] (or [..., n, d]) turned by RoPE's angle for delta [n] positions."""
-    from .model import apply_rope, rope_cos_sin              # the model imports the cache
-    cos, sin = rope_cos_sin(delta, x.shape[-1], theta)       # [n, d]
-    if x.ndim == 4:                                          # [B, n, heads, d]
-        cos, sin = cos[:, None], sin[:, None]
-    return apply_rope(x, cos, sin)
-
-
-class PolicyLayer(FullLayer):
-    """One layer's cache under a CachePolicy: the held tokens in slots 0..n-1, in position
-    order, with `positions` [n] (original) and `received` [n] (attention each received).
-
-    A step writes its tokens after the held ones (invisible until commit, as FullLayer's);
-    commit keeps what the policy says and packs it into slots 0..n'-1.
-    read(name, first, end) gives the last end - first held tokens (their positions are
-    self.positions[-(end - first):]).
-    """
-
-    # What a policy kept, and the attention it counted, depend on every token it has seen, so
-    # no roll-back gives the cache that never saw the dropped ones: KVCache.truncate refuses.
-    rollback_floor = None
-
-    def __init__(self, spec, codec, rows, slots, max_slots, new=np.zeros, policy=None,
-                 theta=10000.0):
-        self.policy, self.theta = policy or CachePolicy(), theta
-        if policy is not None and policy.budget is not None:
-            slots = min(slots, policy.budget + 64)           # room for the budget and a chunk
-        super().__init__(spec, codec, rows, slots, max_slots, new)
-        self.positions = np.zeros(0, np.int64)
-        self.received = np.zeros(0, np.float64)
-        self.staged = None                                   # (start, T, received [n + T])
-
-    def held(self, length: int) -> int:
-        return self.policy.held(length)
-
-    def read(self, name: str, first: int, end: int) -> np.ndarray:
-        n = len(self.positions)
-        return super().read(name, n - (end - first), n)
-
-    def append(self, new: dict, start: int) -> tuple[dict, np.ndarray]:
-        """Attention reads the held tokens then the new ones; returns them and their positions
-        (for 'renumbered': the held keys turned to their place just before the new tokens)."""
-        T = next(iter(new.values())).shape[1]
-        n = len(self.positions)
-        self.grow(n + T)
-        for name, values in new.items():
-            stored, scale = self.codec.encode(values)
-            self.batched[name][:, n:n + T] = stored
-            if scale is not None:
-                self.batched[name + "_scale"][:, n:n + T] = scale
-        self.staged = (start, T, np.zeros(n + T))
-        out = {name: FullLayer.read(self, name, 0, n + T) for name in new}
-        positions = np.concatenate([self.positions, np.arange(start, start + T)])
-        if self.policy.positions == "renumbered" and n:
-            place = np.arange(n) + start - n                   # just before the new tokens
-            key = "k" if "k" in out else "k_rope" if "k_rope" in out else None
-            if key is not None:              # 'lowrank' turns its keys at `positions` itself
-                out[key] = out[key].copy()
-                out[key][:, :n] = _rotate(out[key][:, :n], place - self.positions, self.theta)
-            positions[:n] = place
-        return out, positions
-
-    def narrow(self, positions: np.ndarray, allowed):
-        """The step's mask [T, Tk] narrowed so each query sees what the policy would keep when
-        it arrived: the held older tokens the policy keeps and its window before it."""
-        window = self.policy.window
-        if window is None or len(positions) == 1 or self.staged is None:
-            return allowed
-        start = self.staged[0]
-        keys = np.concatenate([self.positions, np.arange(start, start + self.staged[1])])
-        if self.policy.positions == "renumbered":
-            return allowed                                   # numbered once per step
-        if self.policy.name == "sinks":                      # kept whenever they arrive
-            kept = keys < self.policy.sinks
-        else:                                                # h2o: held, older than the window
-            kept = (np.arange(len(keys)) < len(self.positions)) & (keys < start - window)
-        mine = (keys[None, :] >= positions[:, None] - window) | kept[None, :]
-        causal = keys[None, :] <= positions[:, None]
-        return mine & causal if allowed is None else mine & allowed
-
-    def attended(self, weights: np.ndarray):
-        """Add this step's attention weights [..., T, Tk] to what each key received."""
-        if self.staged is not None:
-            self.staged[2][:] += weights.reshape(-1, weights.shape[-1]).sum(axis=0)
-
-    def commit(self, start: int, T: int):
-        """Keep what the policy says of the held and the new tokens, packed in order."""
-        if self.staged is None:
-            return
-        _, T, received = self.staged
-        self.staged = None
-        positions = np.concatenate([self.positions, np.arange(start, start + T)])
-        received = np.concatenate([self.received, np.zeros(T)]) + received
-        keep = self.policy.keep(positions, received)
-        if len(keep) < len(positions):
-            for name, array in self.batched.items():
-                array[:, :len(keep)] = array[:, keep]
-        self.positions, self.received = positions[keep], received[keep]
-
-    def discard(self):
-        self.staged = None
-
-    def copy(self, length: int, slots: int) -> PolicyLayer:
-        held = len(self.positions)
-        twin = type(self)(self.spec, self.codec, self.rows, max(slots, held), self.max_slots,
-                          np.empty, self.policy, self.theta)
-        twin.grow(held)
-        for name in self.arrays:
-            twin.batched[name][:, :held] = self.batched[name][:, :held]
-        twin.positions, twin.received = self.positions.copy(), self.received.copy()
-        return twin
-
-
-LAYER_CACHES["policy"] = PolicyLayer                 # the cache kind a policy's layers use
-
-__all__ = ["CachePolicy", "PolicyLayer", "POLICIES", "POSITIONS", "check_policy"]
+__all__ = ["CachePolicy", "POLICIES", "POSITIONS", "check_policy"]

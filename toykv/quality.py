@@ -27,7 +27,15 @@ def _check_text(model, token_ids) -> np.ndarray:
 
 
 def token_losses(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """-log softmax(logits)[target] per row, float64: logits [T, |V|], targets [T]."""
+    """-log softmax(logits)[target] per row, float64: logits [T, |V|], targets [T] (ids in
+    [0, |V|))."""
+    logits, targets = np.asarray(logits), np.asarray(targets)
+    if logits.ndim != 2 or targets.shape != (len(logits),) or targets.dtype.kind not in "iu":
+        raise ValueError(f"token_losses takes logits [T, |V|] and integer targets [T], got "
+                         f"shapes {logits.shape} and {targets.shape} ({targets.dtype})")
+    if targets.size and (targets.min() < 0 or targets.max() >= logits.shape[1]):
+        raise ValueError(f"targets must be token ids in [0, {logits.shape[1]}), got "
+                         f"{targets.min()} to {targets.max()}")
     z = logits.astype(np.float64)
     top = z.max(axis=-1)
     log_total = top + np.log(np.exp(z - top[:, None]).sum(axis=-1))        # log-sum-exp [T]
@@ -38,23 +46,34 @@ def next_token_losses(model, token_ids, policy=None, chunk: int = 64, cache=None
     """Loss of each next token, [N - 1] float64: position t's logits score token t + 1.
 
     The N tokens go through one new cache with `policy` (a toykv.CachePolicy; None: no cache,
-    one pass), `chunk` tokens per step. cache: fill this (empty) cache instead of a new one,
-    e.g. to read what it received afterwards."""
+    one pass), `chunk` tokens per step. cache: fill this empty cache of one sequence instead
+    (any kind: a policy's, to read what it received afterwards, a pool's sequence, a quantized
+    one); policy is then not given."""
     model = check_model(model)
     ids = _check_text(model, token_ids)
     if policy is None and cache is None:
         return token_losses(model(ids)[:-1], ids[1:])
+    chunk = validate.count("chunk", chunk, 1)
     if cache is None:
         cache = model.new_cache(capacity=len(ids), policy=policy)
-    elif cache.policy is None:
-        raise ValueError("cache must be an empty cache with a policy (model.new_cache("
-                         "policy=...))")
-    return token_losses(text_logits(model, ids, cache, chunk)[:-1], ids[1:])
+    else:
+        model.check_cache(cache, None)
+        if len(cache) or policy is not None:
+            raise ValueError("cache must be an empty cache (model.new_cache(...)), given "
+                             "without a policy (the cache's own is used)")
+        cache.check_room(len(ids))      # room for the whole text (max_seq_len, blocks)
+    losses = []
+    for start in range(0, len(ids), chunk):
+        logits = model(ids[start:start + chunk], cache)                  # [T, |V|]
+        targets = ids[start + 1:start + chunk + 1]
+        losses.append(token_losses(logits[:len(targets)], targets))
+    return np.concatenate(losses)
 
 
 def text_logits(model, token_ids, cache=None, chunk: int = 64) -> np.ndarray:
     """Logits [N, |V|] of every position of a text of N tokens: one pass without a cache, or
-    through `cache` (empty: any kv_dtype, policy or kind), `chunk` tokens per step."""
+    through `cache` (empty, of one sequence: any kv_dtype, policy or kind), `chunk` tokens per
+    step."""
     model = check_model(model)
     ids = _check_text(model, token_ids)
     if cache is None:
@@ -63,6 +82,7 @@ def text_logits(model, token_ids, cache=None, chunk: int = 64) -> np.ndarray:
     model.check_cache(cache, None)
     if len(cache):
         raise ValueError(f"cache must be empty, it holds {len(cache)} tokens")
+    cache.check_room(len(ids))          # room for the whole text (max_seq_len, blocks)
     return np.concatenate([model(ids[start:start + chunk], cache)       # [T, |V|] each
                            for start in range(0, len(ids), chunk)])
 
@@ -116,7 +136,7 @@ def perplexity(losses) -> float:
 def attention_share(cache, first: int = 4) -> np.ndarray:
     """Per layer, the share of all attention weight (every query and head) that went to the
     first `first` tokens, from a cache with policy 'full' that a text went through."""
-    if getattr(cache, "policy", None) is None or cache.policy.name != "full":
+    if getattr(cache, "policy", None) is None or cache.policy.name != "full" or not len(cache):
         raise ValueError("attention_share needs a cache with CachePolicy('full') that a text "
                          "went through")
     first = validate.count("first", first, 1)

@@ -20,6 +20,9 @@ from . import validate
 from .config import check_config
 from .flops import attention_flops
 
+MiB = 2**20
+REPORTED = ("the total nvidia-smi prints, references.bib: thundergolfer2025gpumemory and "
+            "modal2025gpumemory")
 LECTURE_SOURCE = ("source_lecture_memory_bound (references.bib), the lecture on why decode is "
                   "memory-bound: assumed round numbers")
 
@@ -28,9 +31,10 @@ LECTURE_SOURCE = ("source_lecture_memory_bound (references.bib), the lecture on 
 class Hardware:
     """A chip as the roofline sees it: peak FLOP/s, memory bandwidth in bytes/s, memory size.
 
-    memory_bytes is the memory in bytes, or None. A GPU's memory is sold in binary units under
-    a decimal name: "80 GB" of HBM is 80 GiB (80 x 2**30 bytes; chapter 4), so the presets
-    hold GiB, and toykv's chapters and self-checks size batches with this one figure.
+    memory_bytes is the memory in bytes, or None: for a GPU, the total its driver reports
+    (NVML, as nvidia-smi prints it, in MiB), which is neither the "80 GB" of its name read in
+    decimal nor always that many GiB: an A100 80GB reports 81,920 MiB (80 GiB), an H100 80GB
+    81,559 MiB (79.6 GiB; chapter 4). toykv's chapters and self-checks size batches with it.
     """
 
     name: str
@@ -65,13 +69,13 @@ class Hardware:
         validate.number("nbytes", nbytes, allow_minimum=True)
         return max(flops / self.peak_flops, nbytes / self.bandwidth)
 
-    def step_seconds(self, *parts) -> float:
+    def serial_min_seconds(self, *parts) -> float:
         """Lower bound on a step whose parts run one after another, none overlapping the next:
         the sum of each part's min_seconds (parts: (flops, nbytes) pairs). With a decode step's
         cache and weights as the parts this is austin2025scaling's step-time model; min_seconds
         of the whole step instead assumes the parts overlap perfectly."""
         if not parts:
-            raise ValueError("step_seconds needs at least one (flops, nbytes) part")
+            raise ValueError("serial_min_seconds needs at least one (flops, nbytes) part")
         for part in parts:
             if not (isinstance(part, (tuple, list)) and len(part) == 2):
                 raise ValueError(f"each part must be a (flops, nbytes) pair, got {part!r}")
@@ -112,27 +116,37 @@ HARDWARE = {
         source=LECTURE_SOURCE,
         note="Round numbers assumed by the lecture (200 TFLOP/s fp16, 1 TB/s); not a real chip."),
     "a100-80gb-sxm": Hardware(
-        "NVIDIA A100 80GB SXM", peak_flops=312e12, bandwidth=2039e9, memory_bytes=80 * GiB,
+        "NVIDIA A100 80GB SXM", peak_flops=312e12, bandwidth=2039e9,
+        memory_bytes=81_920 * MiB,
         source="NVIDIA A100 Tensor Core GPU datasheet",
-        note="BF16 tensor core 312 TFLOP/s dense (624 with sparsity); HBM2e 2,039 GB/s."),
+        note="BF16 tensor core 312 TFLOP/s dense (624 with sparsity); HBM2e 2,039 GB/s. "
+             "Memory: reports 81,920 MiB, exactly 80 GiB (" + REPORTED + ")."),
     "h100-sxm": Hardware(
-        "NVIDIA H100 SXM", peak_flops=1979e12 / 2, bandwidth=3.35e12, memory_bytes=80 * GiB,
+        "NVIDIA H100 SXM", peak_flops=1979e12 / 2, bandwidth=3.35e12,
+        memory_bytes=81_559 * MiB,
         source="NVIDIA H100 Tensor Core GPU datasheet",
-        note="Datasheet lists BF16 1,979 TFLOP/s with sparsity; dense is half. HBM3 3.35 TB/s."),
+        note="Datasheet lists BF16 1,979 TFLOP/s with sparsity; dense is half. HBM3 3.35 TB/s. "
+             "Memory: sold as 80GB, reports 81,559 MiB, 79.6 GiB (" + REPORTED + ")."),
     "l4": Hardware(
-        "NVIDIA L4", peak_flops=242e12 / 2, bandwidth=300e9, memory_bytes=24 * GiB,
+        "NVIDIA L4", peak_flops=242e12 / 2, bandwidth=300e9, memory_bytes=23_034 * MiB,
         source="NVIDIA L4 Tensor Core GPU datasheet",
         note="Datasheet lists 242 TFLOP/s with sparsity; dense is half. GDDR6 300 GB/s. "
-             "Only the FP16 figure was seen quoted; BF16 runs at the FP16 rate on this chip."),
+             "Only the FP16 figure was seen quoted; BF16 runs at the FP16 rate on this chip. "
+             "Memory: sold as 24GB, reports 23,034 MiB, 22.5 GiB (" + REPORTED + ")."),
     "mi300x": Hardware(
         "AMD Instinct MI300X", peak_flops=1307.4e12, bandwidth=5.3e12, memory_bytes=192 * GiB,
         source="AMD Instinct MI300X data sheet",
-        note="BF16 1,307.4 TFLOP/s dense (2,614.9 with sparsity); HBM3 5.3 TB/s."),
+        note="BF16 1,307.4 TFLOP/s dense (2,614.9 with sparsity); HBM3 5.3 TB/s. Memory "
+             "unverified: the data sheet's 192 GB taken as 192 GiB; no report of what the card "
+             "itself gives was checked."),
     "rtx-4090": Hardware(
-        "NVIDIA GeForce RTX 4090", peak_flops=165.2e12, bandwidth=1008e9, memory_bytes=24 * GiB,
+        "NVIDIA GeForce RTX 4090", peak_flops=165.2e12, bandwidth=1008e9,
+        memory_bytes=24_564 * MiB,
         source="NVIDIA Ada GPU architecture whitepaper",
         note="Unverified: BF16 165.2 TFLOP/s dense with FP32 accumulate was checked only against "
-             "third-party spec pages, not the whitepaper. GDDR6X 1,008 GB/s."),
+             "third-party spec pages, not the whitepaper. GDDR6X 1,008 GB/s. "
+             "Memory: sold as 24GB, reports 24,564 MiB (nvidia-smi output quoted in the "
+             "GitHub issue RLinf/RLinf#255)."),
 }
 
 
@@ -186,14 +200,17 @@ def attention_intensity(config, n_new: int, n_cached: int = 0, bytes_per_value=2
     its queries and the keys and values it attends to are read once and its outputs written
     once, b = bytes_per_value each. About G = H / H_kv in decode (n_new=1: each key serves G
     query heads, so MHA does 1 in bf16); S G / (G + 1) in a prefill of S tokens (S / 2 for MHA),
-    counting every score as toykv.flops does. MHA, GQA and MQA layers only."""
+    counting every score as toykv.flops does. MHA, GQA and MQA layers that cache their own K
+    and V only."""
     config = check_config(config)
     n_new = validate.count("n_new", n_new, 1)
     n_cached = validate.count("n_cached", n_cached, 0)
     size = validate.number("bytes_per_value", bytes_per_value)
-    if any(spec.attention == "mla" or spec.kind == "linear" for spec, _ in config.layer_groups):
+    if any(set(spec.entry_shapes) != {"k", "v"} for spec, _ in config.layer_groups):
         raise ValueError("attention_intensity counts MHA, GQA and MQA layers only, got "
-                         f"attention={config.attention!r}, layers {sorted(config.layer_kinds)}")
+                         f"attention={config.attention!r}, layers {sorted(config.layer_kinds)}"
+                         + (f", kv_sharing={config.kv_sharing}" if config.kv_sharing > 1
+                            else ""))
     values = 0
     for spec, n in config.layer_groups:
         keys = spec.mask_sizes(n_new, n_cached)[0]

@@ -1,27 +1,43 @@
-"""Serving many requests: static against continuous batching over a block pool.
+"""Serving many requests: a scheduler shaped like nano-vllm's, over a block pool.
 
-One loop (`serve`), two backends. It keeps a queue of waiting requests and a batch of running
-ones; each iteration is either a prefill of newly admitted requests or one decode step of every
-running one (vLLM's first scheduler's rule, and nano-vllm's scheduler.py: prefill first).
+The pieces take nano-vllm's names (GeeeekExplorer/nano-vllm, nano_vllm: engine/sequence.py,
+scheduler.py, block_manager.py):
 
-- batching='continuous' (Orca's iteration-level scheduling, yu2022orca; vLLM) admits waiting
-  requests at every iteration while blocks and max_batch allow; a finished request leaves at
-  once. batching='static' admits a batch only when the previous one has finished entirely: its
+- Sequence: one request as the scheduler sees it: its prompt, the tokens it has made, its
+  block table, how many of its tokens the cache holds and how many the next step feeds.
+- Scheduler: a queue of waiting sequences and a batch of running ones. `schedule()` picks the
+  sequences of the next step and gives them blocks (toykv.kinds.paged.BlockManager's
+  allocate, can_append, may_append, deallocate); `postprocess()` takes the step's tokens,
+  finishes sequences and frees their blocks.
+- A runner executes a step: SimRunner on the block bookkeeping alone, its time from a StepModel
+  (a roofline: the slower of FLOPs at a peak rate and bytes at a bandwidth, counted by
+  toykv.flops and toykv.sizing), for a model too big to hold such as Qwen3-1.7B; RealRunner on
+  a toykv model and its BlockPool, one forward per sequence (greedy). The same Scheduler drives
+  both, and `serve` is the loop: arrivals, schedule, run, postprocess, a trace row.
+
+What a step holds:
+- max_num_batched_tokens=None (the default): vLLM's first scheduler's rule, and nano-vllm's:
+  prefill first. An iteration either prefills newly admitted requests, whole, or runs one
+  decode step of every running one.
+- max_num_batched_tokens=N: vLLM V1's rule, a per-step token budget. The running sequences go
+  first (a decode step takes one token of the budget, a prefill in progress its next chunk),
+  then waiting requests are admitted with what is left, a prompt longer than that split over
+  several steps: chunked prefill (Sarathi, Agrawal et al. 2024). Steps mix prefills and
+  decodes.
+- batching='continuous' (Orca's iteration-level scheduling, yu2022orca) admits waiting
+  requests at every step while blocks and max_batch allow, and a finished request leaves at
+  once; batching='static' admits a batch only when the previous one has finished entirely: its
   finished rows wait, padded, for the longest (and are still computed, as a padded batch is).
 - Blocks: a request takes blocks as its tokens arrive (paged); reserve_tokens=N instead takes
-  blocks for N tokens at admission (contiguous worst-case preallocation). A decode step that
-  finds no free block preempts the most recently admitted request: its blocks are freed and it
-  waits at the front of the queue, to be prefilled again over its prompt and the tokens it had
-  generated (recompute, as vLLM does by default): the tokens it goes on to produce are the same.
-
-`simulate` runs the loop on a BlockManager alone and a StepModel (a roofline: the slower of
-FLOPs at a peak rate and bytes at a bandwidth, counted by toykv.flops and toykv.sizing), for a
-model too big to hold, such as Qwen3-1.7B. `run_real` runs it on a toykv model and a BlockPool,
-one forward per sequence per iteration (sequences of different lengths are stepped one at a
-time), greedy, and returns every request's tokens.
+  blocks for N tokens at admission (contiguous worst-case preallocation). A step that finds no
+  free block preempts the most recently admitted request: its blocks are freed and it waits at
+  the front of the queue, to be prefilled again over its prompt and the tokens it had generated
+  (recompute, as vLLM does by default): the tokens it goes on to produce are the same.
 """
 from __future__ import annotations
 
+import math
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,7 +51,7 @@ from .sizing import kv_cache_bytes, weight_bytes_read
 
 BATCHING = ("continuous", "static")
 MAX_REQUESTS = 100_000          # a simulated mix has at most this many requests
-MAX_ITERATIONS = 10_000_000     # a loop that runs longer than this is refused, not waited for
+MAX_ITERATIONS = 10_000_000     # steps a run may take, at most: checked before it starts
 
 
 @dataclass(frozen=True)
@@ -46,6 +62,15 @@ class Request:
     output_len: int
     arrival: float = 0.0
 
+    def __post_init__(self):
+        validate.count("id", self.id, 0)
+        validate.count("prompt_len", self.prompt_len, 1)
+        validate.count("output_len", self.output_len, 1)
+        if isinstance(self.arrival, bool) or not isinstance(self.arrival, (int, float)) or \
+                not math.isfinite(self.arrival) or self.arrival < 0:
+            raise ValueError(f"arrival must be a finite number of seconds >= 0, got "
+                             f"{self.arrival!r}")
+
 
 def request_mix(n: int, seed: int = 0, prompt=(16, 512), output=(16, 256),
                 rate: float | None = None) -> list[Request]:
@@ -54,9 +79,11 @@ def request_mix(n: int, seed: int = 0, prompt=(16, 512), output=(16, 256),
     n = validate.count("n", n, 1, MAX_REQUESTS)
     seed = validate.count("seed", seed, 0)
     ranges = []
-    for name, (low, high) in (("prompt", prompt), ("output", output)):
-        low = validate.count(f"{name} low", low, 1)
-        ranges.append((low, validate.count(f"{name} high", high, low)))
+    for name, pair in (("prompt", prompt), ("output", output)):
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise ValueError(f"{name} must be a (low, high) pair of token counts, got {pair!r}")
+        low = validate.count(f"{name} low", pair[0], 1)
+        ranges.append((low, validate.count(f"{name} high", pair[1], low)))
     rng = np.random.default_rng(seed)
     prompts = rng.integers(ranges[0][0], ranges[0][1] + 1, n)
     outputs = rng.integers(ranges[1][0], ranges[1][1] + 1, n)
@@ -79,6 +106,15 @@ class StepModel:
     bytes_per_param: int = 2
     overhead: float = 0.0
 
+    def __post_init__(self):
+        check_config(self.config)
+        if not isinstance(self.hardware, Hardware):
+            raise ValueError(f"hardware must be a toykv.roofline.Hardware (e.g. toykv.hardware("
+                             f"'h100-sxm')), got {self.hardware!r}")
+        validate.number("bytes_per_value", self.bytes_per_value)
+        validate.number("bytes_per_param", self.bytes_per_param)
+        validate.number("overhead", self.overhead, allow_minimum=True)
+
     def parts(self, prefills=(), contexts=()) -> tuple[int, int]:
         """(FLOPs, bytes) of an iteration: prefills as (new tokens, cached tokens) pairs,
         decode steps as contexts (tokens held after the step)."""
@@ -94,10 +130,246 @@ class StepModel:
         return flops, nbytes
 
     def seconds(self, prefills=(), contexts=()) -> float:
+        """The iteration's modelled time (a bound, plus the overhead)."""
         flops, nbytes = self.parts(prefills, contexts)
         return self.hardware.min_seconds(flops, nbytes) + self.overhead
 
 
+# -- a request as the scheduler sees it ------------------------------------------------------
+WAITING, RUNNING, FINISHED = "waiting", "running", "finished"
+
+
+class Sequence:
+    """One request in the scheduler (nano-vllm's Sequence): its prompt ids (real runs; None in
+    a simulation), the tokens it has made (output), its blocks (`table`: anything with a
+    block_table the BlockManager fills; a real run's is its KVCache's), how many of its tokens
+    the cache holds (num_cached_tokens) and how many the next step feeds (num_scheduled_tokens).
+    The newest token made is fed by the next step, so a decoding sequence holds all but one."""
+
+    def __init__(self, request: Request, prompt_ids: list | None = None):
+        self.request, self.prompt_ids = request, prompt_ids
+        self.output: list[int] = []
+        self.status = WAITING
+        self.table, self.cache = None, None
+        self.num_cached_tokens = self.num_scheduled_tokens = 0
+        self.is_prefill = True            # the next step feeds more than its newest token
+
+    @property
+    def id(self) -> int:
+        return self.request.id
+
+    @property
+    def num_tokens(self) -> int:
+        """Its prompt and every token it has made."""
+        return self.request.prompt_len + len(self.output)
+
+    @property
+    def token_ids(self) -> list | None:
+        return None if self.prompt_ids is None else self.prompt_ids + self.output
+
+    @property
+    def done(self) -> bool:
+        return len(self.output) >= self.request.output_len
+
+    def __len__(self) -> int:
+        return self.num_tokens
+
+
+class SimTable:
+    """A simulated sequence's blocks: a block table and no tokens (no prefix caching)."""
+
+    def __init__(self):
+        self.block_table, self.block_hashes, self.token_ids = [], [], None
+        self.num_cached_tokens = 0
+
+
+# -- the scheduler ---------------------------------------------------------------------------
+class Scheduler:
+    """Which sequences run in the next step, with their blocks (nano-vllm's Scheduler).
+
+    runner: a SimRunner or RealRunner (its BlockManager, and how a sequence gets and gives back
+    its blocks); max_num_seqs: sequences running at once; max_num_batched_tokens: the token
+    budget of a step (None: prefill first, whole prompts); batching, reserve_tokens: see the
+    module."""
+
+    def __init__(self, runner, max_num_seqs: int, max_num_batched_tokens: int | None = None,
+                 batching: str = "continuous", reserve_tokens: int | None = None):
+        self.runner, self.manager = runner, runner.manager
+        self.max_num_seqs = validate.count("max_num_seqs", max_num_seqs, 1)
+        self.max_num_batched_tokens = validate.optional_count(
+            "max_num_batched_tokens", max_num_batched_tokens, 1)
+        self.batching = validate.choice("batching", batching, BATCHING)
+        self.reserve = validate.optional_count("reserve_tokens", reserve_tokens, 1) or 0
+        self.waiting: deque[Sequence] = deque()
+        self.running: deque[Sequence] = deque()
+        self.preemptions = 0
+
+    def is_finished(self) -> bool:
+        return not self.waiting and not self.running
+
+    def add(self, seq: Sequence):
+        self.waiting.append(seq)
+
+    # -- blocks ------------------------------------------------------------------------
+    def _admit(self, seq: Sequence, budget: int | None = None) -> int:
+        """Give a waiting sequence its cached prefix (real runs) and blocks for the tokens it
+        feeds first (all, or `budget` of them), or its reservation; schedules them. 0, nothing
+        held, when the free blocks are too few."""
+        self.runner.start(seq)
+        tokens = seq.num_tokens - seq.num_cached_tokens
+        tokens = tokens if budget is None else min(tokens, budget)
+        held = max(seq.num_cached_tokens + tokens, self.reserve)
+        need = self.manager.blocks_for(held) - len(seq.table.block_table)
+        if need > self.manager.num_free:
+            self.runner.stop(seq)
+            return 0
+        self.manager.may_append(seq.table, seq.num_cached_tokens, held - seq.num_cached_tokens)
+        seq.status, seq.num_scheduled_tokens, seq.is_prefill = RUNNING, tokens, True
+        return tokens
+
+    def _needs(self, seq: Sequence, tokens: int) -> int:
+        return self.manager.blocks_needed(seq.table, seq.num_cached_tokens, tokens)
+
+    def preempt(self, seq: Sequence):
+        """Free seq's blocks; it waits at the front of the queue, to be prefilled again."""
+        self.running.remove(seq)
+        self.runner.stop(seq)
+        seq.status = WAITING
+        self.waiting.appendleft(seq)
+        self.preemptions += 1
+
+    # -- a step ------------------------------------------------------------------------
+    def schedule(self) -> tuple[list[Sequence], str]:
+        """The sequences of the next step, each with num_scheduled_tokens set and its blocks
+        taken, and the step's kind: 'prefill', 'decode' or (with a budget) 'mixed'."""
+        if self.max_num_batched_tokens is None:
+            return self._prefill_first()
+        return self._within_budget(self.max_num_batched_tokens)
+
+    def _admissible(self) -> bool:
+        return bool(self.waiting) and (self.batching == "continuous" or not self.running)
+
+    def _prefill_first(self) -> tuple[list[Sequence], str]:
+        admitted = []
+        if self._admissible():
+            while self.waiting and len(self.running) + len(admitted) < self.max_num_seqs:
+                if not self._admit(self.waiting[0]):
+                    break
+                admitted.append(self.waiting.popleft())
+        if admitted:                                  # a prefill step, whole prompts
+            self.running.extend(admitted)
+            return admitted, "prefill"
+        active = [seq for seq in self.running if not seq.done]   # static: finished rows stay
+        while sum(self._needs(seq, 1) for seq in active) > self.manager.num_free:
+            self.preempt(active.pop())                # the most recently admitted
+        for seq in active:                            # a decode step of every running one
+            self.manager.may_append(seq.table, seq.num_cached_tokens, 1)
+            seq.num_scheduled_tokens, seq.is_prefill = 1, False
+        return active, "decode"
+
+    def _within_budget(self, budget: int) -> tuple[list[Sequence], str]:
+        scheduled = []
+        for seq in list(self.running):                # running first: decodes, prefill chunks
+            if seq not in self.running or seq.done:
+                continue
+            tokens = min(seq.num_tokens - seq.num_cached_tokens, budget)
+            if tokens == 0:
+                break
+            while self._needs(seq, tokens) > self.manager.num_free:
+                victim = self.running[-1]
+                self.preempt(victim)
+                if victim is seq:
+                    break
+            else:
+                self.manager.may_append(seq.table, seq.num_cached_tokens, tokens)
+                seq.num_scheduled_tokens = tokens
+                seq.is_prefill = seq.num_tokens - seq.num_cached_tokens > 1
+                scheduled.append(seq)
+                budget -= tokens
+        if self._admissible():                        # then the waiting, with what is left
+            while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+                tokens = self._admit(self.waiting[0], budget)
+                if not tokens:
+                    break
+                self.running.append(self.waiting.popleft())
+                scheduled.append(self.running[-1])
+                budget -= tokens
+        prefill = {seq.is_prefill for seq in scheduled}
+        return scheduled, ("mixed" if len(prefill) > 1 else
+                           "prefill" if prefill == {True} else "decode")
+
+    def postprocess(self, seqs: list[Sequence], token_ids: list) -> list[Sequence]:
+        """Take a step's results: each scheduled sequence holds its fed tokens, and one whose
+        prompt is all fed appends its next token (token_ids[i]; None for a prefill chunk).
+        Returns the running sequences that have just finished (continuous batching frees them
+        now; static batching when the whole batch has)."""
+        for seq, token in zip(seqs, token_ids):
+            seq.num_cached_tokens += seq.num_scheduled_tokens
+            seq.num_scheduled_tokens = 0
+            if seq.num_cached_tokens == seq.num_tokens and not seq.done:
+                seq.output.append(token)
+        finished = [seq for seq in self.running if seq.done and seq.status != FINISHED]
+        for seq in finished:
+            seq.status = FINISHED
+        if self.batching == "continuous":
+            for seq in finished:
+                self.running.remove(seq)
+                self.runner.stop(seq)
+        elif self.running and all(seq.done for seq in self.running):
+            for seq in self.running:
+                self.runner.stop(seq)
+            self.running.clear()
+        return finished
+
+
+# -- runners: where a step runs ------------------------------------------------------------
+class SimRunner:
+    """A step on the bookkeeping alone: blocks in a BlockManager, no arrays, no tokens; its
+    time from step_model."""
+
+    def __init__(self, manager: BlockManager, step_model: StepModel):
+        self.manager, self.step_model = manager, step_model
+
+    def start(self, seq: Sequence):
+        seq.table, seq.num_cached_tokens = SimTable(), 0
+
+    def stop(self, seq: Sequence):
+        self.manager.deallocate(seq.table)
+        seq.table, seq.num_cached_tokens = None, 0
+
+    def run(self, seqs: list[Sequence]) -> list:
+        return [0] * len(seqs)
+
+
+class RealRunner:
+    """A step on a toykv model and its BlockPool: a sequence is a KVCache of the pool
+    (prefix caching at admission), fed its scheduled tokens with one forward each, greedy."""
+
+    def __init__(self, model, pool: BlockPool, step_model: StepModel | None = None):
+        self.model, self.pool, self.manager = model, pool, pool.manager
+        self.step_model = step_model
+
+    def start(self, seq: Sequence):
+        seq.cache = self.pool.new_sequence(seq.token_ids)
+        seq.table, seq.num_cached_tokens = seq.cache.layers[0].table, len(seq.cache)
+
+    def stop(self, seq: Sequence):
+        seq.cache.finish()
+        seq.cache = seq.table = None
+        seq.num_cached_tokens = 0
+
+    def run(self, seqs: list[Sequence]) -> list:
+        tokens = []
+        for seq in seqs:
+            first = seq.num_cached_tokens
+            feed = seq.token_ids[first:first + seq.num_scheduled_tokens]
+            logits = self.model.forward(feed, seq.cache)[-1]
+            complete = first + len(feed) == seq.num_tokens
+            tokens.append(int(np.argmax(logits)) if complete else None)
+        return tokens
+
+
+# -- the loop --------------------------------------------------------------------------------
 @dataclass
 class Outcome:
     """What serve did: per request its first-token and finish times and its tokens (real
@@ -106,8 +378,8 @@ class Outcome:
     finish: dict = field(default_factory=dict)        # request id -> s at its last token
     tokens: dict = field(default_factory=dict)        # request id -> generated ids (real runs)
     preemptions: int = 0
-    trace: list = field(default_factory=list)         # dicts: t, kind, batch, blocks, held
-    #   (tokens stored: prompt and generated but the last, of each running request), ...
+    trace: list = field(default_factory=list)         # dicts: t, kind, batch, waiting, blocks,
+    #   held (tokens stored of each running request), tokens (fed this step), owners
     output_tokens: int = 0
 
     @property
@@ -124,230 +396,142 @@ class Outcome:
         return float(np.mean(list(self.ttft.values())))
 
 
-class _Sim:
-    """The simulated backend: block tables in a BlockManager, no arrays, no tokens."""
-
-    def __init__(self, manager: BlockManager, step_model: StepModel):
-        self.manager, self.step_model = manager, step_model
-
-    def start(self, req, tokens: int, reserve: int) -> dict | None:
-        need = self.manager.blocks_for(max(tokens, reserve))
-        if need > self.manager.num_free:
-            return None
-        return {"table": [self.manager.take() for _ in range(need)], "length": 0}
-
-    def cached(self, h) -> int:
-        return 0
-
-    def grow_needs(self, h) -> int:
-        return max(self.manager.blocks_for(h["length"] + 1) - len(h["table"]), 0)
-
-    def grow(self, h):
-        for _ in range(self.grow_needs(h)):
-            h["table"].append(self.manager.take())
-
-    def prefill(self, h, tokens: list, n: int) -> int:
-        h["length"] = n
-        return 0
-
-    def decode(self, h, token: int) -> int:
-        h["length"] += 1
-        return 0
-
-    def stop(self, h):
-        for block in reversed(h["table"]):
-            self.manager.release(block)
-
-    def blocks(self, h) -> int:
-        return len(h["table"])
+def _check_requests(requests, manager, reserve: int) -> list[Request]:
+    """The requests, each able to run alone in the blocks free now; ids unique; a bounded run."""
+    if isinstance(requests, (str, bytes)) or not hasattr(requests, "__iter__"):
+        raise ValueError(f"requests must be a list of toykv.scheduler.Request, got {requests!r}")
+    requests = list(requests)
+    if not requests or not all(isinstance(r, Request) for r in requests):
+        raise ValueError("requests must be a non-empty list of toykv.scheduler.Request")
+    ids = [r.id for r in requests]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"request ids must be unique, got {sorted(i for i in set(ids) if ids.count(i) > 1)[:5]} twice")
+    for r in requests:
+        if manager.blocks_for(max(r.prompt_len + r.output_len, reserve)) > manager.num_free:
+            raise ValueError(f"request {r.id} ({r.prompt_len} + {r.output_len} tokens) needs "
+                             f"more blocks than the pool's {manager.num_free} free of "
+                             f"{manager.num_blocks}")
+    if sum(r.output_len for r in requests) > MAX_ITERATIONS:
+        raise ValueError(f"the requests ask for more than {MAX_ITERATIONS:,} output tokens in "
+                         "all: a run that long is refused, not waited for")
+    return requests
 
 
-class _Real:
-    """The toykv backend: a PagedCache per request, greedy tokens."""
-
-    def __init__(self, model, pool: BlockPool, prompts: dict, step_model):
-        self.model, self.pool, self.prompts = model, pool, prompts
-        self.manager, self.step_model = pool.manager, step_model
-        self.promised = 0                          # blocks admitted prefills will take
-
-    def start(self, req, tokens: list, reserve: int):
-        seq = self.pool.new_sequence(tokens)
-        need = self.manager.blocks_for(len(tokens)) - len(seq.table)
-        if need > self.manager.num_free - self.promised:
-            seq.finish()
-            return None
-        self.promised += need
-        return seq
-
-    def cached(self, seq) -> int:
-        return len(seq)                            # found by prefix caching
-
-    def grow_needs(self, seq) -> int:
-        return seq.blocks_needed(1)
-
-    def grow(self, seq):
-        pass                                       # the forward takes its blocks
-
-    def prefill(self, seq, tokens: list, n: int) -> int:
-        self.promised -= self.manager.blocks_for(len(tokens)) - len(seq.table)
-        return int(np.argmax(self.model.forward(tokens[len(seq):], seq)[-1]))
-
-    def decode(self, seq, token: int) -> int:
-        return int(np.argmax(self.model.forward([token], seq)[-1]))
-
-    def stop(self, seq):
-        seq.finish()
-
-    def blocks(self, seq) -> int:
-        return len(seq.table)
-
-
-def serve(backend, requests, max_batch: int, batching: str = "continuous",
+def serve(runner, requests, max_batch: int, batching: str = "continuous",
           reserve_tokens: int | None = None, record_blocks: bool = False,
-          clients: int | None = None) -> Outcome:
-    """Serve `requests` with `backend` (see simulate and run_real, which build it).
+          clients: int | None = None, max_num_batched_tokens: int | None = None,
+          prompts: dict | None = None) -> Outcome:
+    """Serve `requests` with a Scheduler and `runner` (see simulate and run_real, which build
+    it): arrivals join the queue, the scheduler picks each step, the runner runs it, the clock
+    advances by the step model's time (1 s a step without one).
 
     clients=N: a closed loop, as a benchmark with N concurrent requests runs: N clients each
     send their next request (in the list's order) when their previous one has finished, so
-    request arrivals are those moments, not their `arrival` fields."""
+    request arrivals are those moments, not their `arrival` fields. prompts: request id ->
+    prompt ids (real runs)."""
     max_batch = validate.count("max_batch", max_batch, 1)
     clients = validate.optional_count("clients", clients, 1)
-    validate.choice("batching", batching, BATCHING)
-    reserve = validate.optional_count("reserve_tokens", reserve_tokens, 1) or 0
-    manager = backend.manager
-    for r in requests:
-        if manager.blocks_for(max(r.prompt_len + r.output_len, reserve)) > manager.num_blocks:
-            raise ValueError(f"request {r.id} ({r.prompt_len} + {r.output_len} tokens) needs "
-                             f"more blocks than the pool's {manager.num_blocks}")
+    scheduler = Scheduler(runner, max_batch, max_num_batched_tokens, batching, reserve_tokens)
+    requests = _check_requests(requests, runner.manager, scheduler.reserve)
     if clients is None:
         pending, later = sorted(requests, key=lambda r: (r.arrival, r.id)), []
     else:
         pending, later = list(requests[:clients]), list(requests[clients:])
     arrival = {r.id: 0.0 if clients else r.arrival for r in requests}
-    waiting, running, out = [], [], Outcome()
-    generated = {r.id: [] for r in requests}
-    handles, t, p = {}, 0.0, 0
-    for _ in range(MAX_ITERATIONS):
+    out, t, p = Outcome(), 0.0, 0
+    steps = runner.step_model
+    for _ in range(MAX_ITERATIONS + len(requests)):
         while p < len(pending) and arrival[pending[p].id] <= t:
-            waiting.append(pending[p])
+            scheduler.add(Sequence(pending[p], None if prompts is None else
+                                   list(prompts[pending[p].id])))
             p += 1
-        if not waiting and not running:
+        if scheduler.is_finished():
             if p == len(pending):
+                out.preemptions = scheduler.preemptions
                 return out
             t = arrival[pending[p].id]
             continue
-        admitted = []
-        if waiting and (batching == "continuous" or not running):
-            while waiting and len(running) + len(admitted) < max_batch:
-                r = waiting[0]
-                tokens = _tokens(backend, r, generated[r.id])
-                h = backend.start(r, tokens, reserve)
-                if h is None:
-                    break
-                handles[r.id] = h
-                admitted.append((waiting.pop(0), tokens))
-        if admitted:                                   # a prefill iteration
-            prefills = []
-            for r, tokens in admitted:
-                n = len(tokens) if isinstance(tokens, list) else tokens
-                cached = backend.cached(handles[r.id])
-                prefills.append((n - cached, cached))
-                _emit(out, r, generated, backend.prefill(handles[r.id], tokens, n))
-            t += backend.step_model.seconds(prefills, ()) if backend.step_model else 1.0
-            for r, _ in admitted:
-                out.ttft.setdefault(r.id, t - arrival[r.id])
-                running.append(r)
-            kind = "prefill"
-        else:                                          # a decode iteration
-            active = [r for r in running if len(generated[r.id]) < r.output_len]
-            while sum(backend.grow_needs(handles[r.id]) for r in active) > manager.num_free:
-                victim = active.pop()                  # the most recently admitted: recompute
-                running.remove(victim)
-                backend.stop(handles.pop(victim.id))
-                waiting.insert(0, victim)
-                out.preemptions += 1
-            contexts = []
-            for r in active:
-                backend.grow(handles[r.id])
-                contexts.append(r.prompt_len + len(generated[r.id]))
-                _emit(out, r, generated, backend.decode(handles[r.id], generated[r.id][-1]))
-            padded = contexts + [r.prompt_len + r.output_len for r in running
-                                 if r not in active]     # static: finished rows still run
-            t += (backend.step_model.seconds((), padded) if backend.step_model else 1.0) \
-                if padded else 0.0
-            kind = "decode"
-        for r in list(running):
-            if len(generated[r.id]) >= r.output_len and r.id not in out.finish:
-                out.finish[r.id] = t
-                if later:                              # its client sends the next request
-                    arrival[later[0].id] = t
-                    pending.append(later.pop(0))
-            if batching == "continuous" and r.id in out.finish:
-                running.remove(r)
-                backend.stop(handles.pop(r.id))
-        if batching == "static" and running and all(r.id in out.finish for r in running):
-            for r in running:
-                backend.stop(handles.pop(r.id))
-            running = []
-        row = {"t": t, "kind": kind, "batch": len(running), "waiting": len(waiting),
-               "blocks": manager.num_used,
-               "held": sum(r.prompt_len + len(generated[r.id]) - 1 for r in running)}
+        seqs, kind = scheduler.schedule()
+        if not seqs and not scheduler.running:
+            raise RuntimeError("no request could be scheduled in an empty batch")
+        prefills = [(s.num_scheduled_tokens, s.num_cached_tokens) for s in seqs if s.is_prefill]
+        contexts = [s.num_cached_tokens + 1 for s in seqs if not s.is_prefill]
+        contexts += [s.request.prompt_len + s.request.output_len for s in scheduler.running
+                     if s.done]                        # static: finished rows still run
+        tokens = runner.run(seqs)
+        if prefills or contexts:
+            t += steps.seconds(prefills, contexts) if steps else 1.0
+        made = [s for s, token in zip(seqs, tokens)
+                if s.num_cached_tokens + s.num_scheduled_tokens == s.num_tokens]
+        finished = scheduler.postprocess(seqs, tokens)
+        for seq in made:
+            out.output_tokens += 1
+            out.tokens[seq.id] = seq.output
+            out.ttft.setdefault(seq.id, t - arrival[seq.id])
+        for seq in finished:
+            out.finish[seq.id] = t
+            if later:                                  # its client sends the next request
+                arrival[later[0].id] = t
+                pending.append(later.pop(0))
+        row = {"t": t, "kind": kind, "batch": len(scheduler.running),
+               "waiting": len(scheduler.waiting), "blocks": runner.manager.num_used,
+               "held": sum(s.num_cached_tokens for s in scheduler.running),
+               "tokens": sum(n for n, _ in prefills) + sum(not s.is_prefill for s in seqs)}
         if record_blocks:
-            row["owners"] = _owners(backend, handles)
+            row["owners"] = _owners(runner.manager, scheduler.running)
         out.trace.append(row)
-    raise ValueError(f"serve ran {MAX_ITERATIONS:,} iterations without finishing")
+    raise RuntimeError(f"serve ran {MAX_ITERATIONS:,} iterations without finishing")
 
 
-def _tokens(backend, r, generated):
-    """What a (re)admitted request prefills: its prompt and what it had generated."""
-    if isinstance(backend, _Real):
-        return list(backend.prompts[r.id]) + list(generated)
-    return r.prompt_len + len(generated)
-
-
-def _emit(out, r, generated, token):
-    if len(generated[r.id]) < r.output_len:
-        generated[r.id].append(token)
-        out.output_tokens += 1
-        out.tokens[r.id] = generated[r.id]
-
-
-def _owners(backend, handles) -> list[int]:
+def _owners(manager, running) -> list[int]:
     """Per block: the id of the request holding it (-1: free; the lowest id if shared)."""
-    owners = [-1] * backend.manager.num_blocks
-    for rid in sorted(handles, reverse=True):
-        h = handles[rid]
-        for block in (h["table"] if isinstance(h, dict) else h.table):
-            owners[block] = rid
+    owners = [-1] * manager.num_blocks
+    for seq in sorted(running, key=lambda s: -s.id):
+        for block in seq.table.block_table:
+            owners[block] = seq.id
     return owners
 
 
 def simulate(requests, step_model: StepModel, num_blocks: int, block_size: int = 16,
              max_batch: int = 256, batching: str = "continuous",
-             reserve_tokens: int | None = None, clients: int | None = None) -> Outcome:
+             reserve_tokens: int | None = None, clients: int | None = None,
+             max_num_batched_tokens: int | None = None) -> Outcome:
     """Serve requests on a simulated pool (a BlockManager) with step times from step_model."""
     if not isinstance(step_model, StepModel):
         raise ValueError(f"step_model must be a toykv.scheduler.StepModel, got "
                          f"{type(step_model).__name__}")
-    check_config(step_model.config)
-    return serve(_Sim(BlockManager(num_blocks, block_size), step_model), requests, max_batch,
-                 batching, reserve_tokens, clients=clients)
+    return serve(SimRunner(BlockManager(num_blocks, block_size), step_model), requests,
+                 max_batch, batching, reserve_tokens, clients=clients,
+                 max_num_batched_tokens=max_num_batched_tokens)
 
 
 def run_real(model, pool: BlockPool, prompts: list, output_lens: list, max_batch: int,
              batching: str = "continuous", step_model: StepModel | None = None,
-             record_blocks: bool = False) -> Outcome:
+             record_blocks: bool = False, max_num_batched_tokens: int | None = None
+             ) -> Outcome:
     """Serve real prompts (lists of ids) on a toykv model's BlockPool, greedy, each for its
-    output_lens tokens; the outcome's tokens are every request's generated ids."""
-    if not isinstance(pool, BlockPool) or pool._model() is not model:
+    output_lens tokens; the outcome's tokens are every request's generated ids. Every
+    argument is checked before the first step; the pool ends as it began (every block the run
+    took given back)."""
+    if not isinstance(pool, BlockPool) or pool.model is not model:
         raise ValueError("pool must be a BlockPool of this model (model.new_paged_cache)")
-    if len(prompts) != len(output_lens):
-        raise ValueError(f"{len(prompts)} prompts but {len(output_lens)} output lengths")
+    if step_model is not None and not isinstance(step_model, StepModel):
+        raise ValueError(f"step_model must be a toykv.scheduler.StepModel or None, got "
+                         f"{type(step_model).__name__}")
+    if isinstance(prompts, (str, bytes)) or isinstance(output_lens, (str, bytes)) or \
+            len(prompts) != len(output_lens):
+        raise ValueError(f"give one output length per prompt, got {len(prompts)} prompts and "
+                         f"{len(output_lens)} output lengths")
     ids = [validate.token_ids("prompt", p, model.config.vocab_size) for p in prompts]
     requests = [Request(i, len(p), validate.count("output length", n, 1))
                 for i, (p, n) in enumerate(zip(ids, output_lens))]
-    backend = _Real(model, pool, dict(enumerate(ids)), step_model)
-    return serve(backend, requests, max_batch, batching, None, record_blocks)
+    for r in requests:
+        if r.prompt_len + r.output_len - 1 > model.config.max_seq_len:
+            raise ValueError(f"request {r.id} needs {r.prompt_len + r.output_len - 1} "
+                             f"positions, more than max_seq_len {model.config.max_seq_len}")
+    runner = RealRunner(model, pool, step_model)
+    return serve(runner, requests, max_batch, batching, None, record_blocks,
+                 max_num_batched_tokens=max_num_batched_tokens, prompts=dict(enumerate(ids)))
 
 
 def alone_tokens(model, prompt, n: int) -> list[int]:
@@ -360,5 +544,6 @@ def alone_tokens(model, prompt, n: int) -> list[int]:
     return tokens
 
 
-__all__ = ["Request", "request_mix", "StepModel", "Outcome", "serve", "simulate", "run_real",
-           "alone_tokens", "BATCHING"]
+__all__ = ["Request", "request_mix", "StepModel", "Sequence", "Scheduler", "SimRunner",
+           "RealRunner", "Outcome", "serve", "simulate", "run_real", "alone_tokens",
+           "BATCHING"]

@@ -42,7 +42,7 @@ def decode_step_split(config: ModelConfig, context: int, batch: int = 1,
     cache: scoring and averaging the context keys of every sequence (the rest of
     flops.cached_step_flops), and every sequence's cache read once (sizing.kv_cache_bytes).
     MLA counts in its absorbed form (absorb=True); its expanded form also moves rebuilt keys
-    (see variants.decode_step_bytes).
+    (see sizing.decode_step_bytes, absorb=False).
     """
     check_config(config)
     context = validate.count("context", context, 1)
@@ -50,7 +50,7 @@ def decode_step_split(config: ModelConfig, context: int, batch: int = 1,
     check_absorb(config, absorb)
     if any(spec.rebuilt_values(absorb) for spec, _ in config.layer_groups):
         raise ValueError("MLA's expanded form also writes and reads the keys it rebuilds: "
-                         "give absorb=True, or use variants.decode_step_bytes")
+                         "give absorb=True, or use sizing.decode_step_bytes")
     one = sum(layer_flops(config, 1, 0, absorb) for _ in range(config.n_layers))
     weight_flops = batch * (one + 2 * config.d_model * config.vocab_size)      # + output head
     cache_flops = cached_step_flops(config, context, absorb, batch) - weight_flops
@@ -66,7 +66,7 @@ def decode_step_seconds(config: ModelConfig, hw: Hardware, context: int, batch: 
 
     'overlapped': hw.min_seconds of the whole step, max(F / pi, M / beta): the cache reads
     hide under the weights' products and the reverse, as if one kernel did both at once.
-    'serial': the cache's part, then the weights', each at its own bound (hw.step_seconds):
+    'serial': the cache's part, then the weights', each at its own bound (hw.serial_min_seconds):
     B M_KV / beta + max(2 B N / pi, M_W / beta) while attention stays memory-bound, the
     step-time model of austin2025scaling (the inference chapter). Also 'cache' and 'weights'
     (each part's bound, seconds) and 'split' (decode_step_split's dict).
@@ -78,7 +78,7 @@ def decode_step_seconds(config: ModelConfig, hw: Hardware, context: int, batch: 
     parts = {name: (split[name]["flops"], split[name]["bytes"]) for name in ("cache", "weights")}
     total = split["total"]
     return {"overlapped": hw.min_seconds(total["flops"], total["bytes"]),
-            "serial": hw.step_seconds(parts["cache"], parts["weights"]),
+            "serial": hw.serial_min_seconds(parts["cache"], parts["weights"]),
             "cache": hw.min_seconds(*parts["cache"]),
             "weights": hw.min_seconds(*parts["weights"]), "split": split}
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import validate
 from .config import ModelConfig, check_config
-from .layers import KV_PROJECTIONS
+from .layers import ATTENTION
 
 
 # -- argument checks: toykv.validate, the one policy for numbers ----------------------
@@ -31,6 +31,8 @@ def _whole(count, size, what):
 
 
 # -- cross-layer KV sharing --------------------------------------------------------------
+
+
 def kv_layer_groups(config: ModelConfig, kv_sharing=1) -> list[tuple]:
     """(spec, layers that store their own cache) per distinct layer of config. With
     kv_sharing = s, a kind's layers in order are taken s at a time: the first stores K and V,
@@ -52,7 +54,7 @@ def kv_projection_params(config: ModelConfig, kv_sharing=1) -> int:
     stores = dict(kv_layer_groups(config, kv_sharing))
     return sum((n - stores[spec]) * math.prod(spec.weight_shapes[name])
                for spec, n in config.layer_groups if spec.kind != "linear" and not spec.shares_kv
-               for name in KV_PROJECTIONS[spec.attention])
+               for name in ATTENTION[spec.attention].projections)
 
 
 # -- per-token and whole-cache sizes ---------------------------------------------
@@ -157,19 +159,33 @@ def _step_weights(model, bytes_per_param, batch, weights: str, kv_sharing=1) -> 
 
 
 def decode_step_bytes(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
-                      scale_bytes=0, weights: str = "read", kv_sharing=1) -> dict:
-    """Bytes one decode step reads at `tokens` of context per sequence, for `batch` sequences:
-    {'weights': read once for the batch, 'kv': every sequence's cache held, 'total', 'share':
-    kv / total}. Exact integers, except the share.
+                      scale_bytes=0, weights: str = "read", kv_sharing=1,
+                      expanded: bool = False) -> dict:
+    """Bytes one decode step moves at `tokens` of context per sequence (the new token
+    included), for `batch` sequences: the course's one count of a step's bytes.
+    {'weights': read once for the batch, 'kv': every sequence's cache held, 'expanded', 'total',
+    'share': kv / total}. Exact integers, except the share.
+    expanded=True counts what MLA's expanded form (toykv's absorb=False) writes and reads back
+    of the keys and values it rebuilds from the latents: 2 H d_h float32 values per held
+    position (toykv computes in float32), 0 for every other attention kind. A served MLA model
+    attends in its absorbed form and rebuilds nothing (the default).
 
     weights='read' is the course's rule (weight_bytes_read); weights='active' counts every
     active parameter, an untied input embedding whole: the convention of source_essay_kv_share.
     kv_sharing = s > 1: cross-layer KV sharing, fewer layers' caches and K/V projections.
+    scale_bytes: per token, layer and K/V head (an int8 cache's float32 scale: 4).
+    toykv's own float32 model: bytes_per_value=4, bytes_per_param=4.
     """
     config, _ = model_parts(model)
+    validate.flag("expanded", expanded)
     w = _step_weights(model, bytes_per_param, batch, weights, kv_sharing)
     kv = kv_cache_bytes(config, tokens, batch, bytes_per_value, scale_bytes, kv_sharing)
-    return {"weights": w, "kv": kv, "total": w + kv, "share": kv / (w + kv) if w + kv else 0.0}
+    rebuilt = 0 if not expanded else sum(n * spec.rebuilt_values(False) * spec.held(tokens)
+                                         for spec, n in config.layer_groups)   # MLA only
+    rebuilt = 2 * 4 * rebuilt * validate.count("batch", batch, 1)   # float32, written + read
+    total = w + kv + rebuilt
+    return {"weights": w, "kv": kv, "expanded": rebuilt, "total": total,
+            "share": kv / total if total else 0.0}
 
 
 # -- the KV share of a decode step -------------------------------------------------

@@ -23,9 +23,9 @@ import numpy as np
 
 from . import validate
 from .flops import forward_flops
-from .generate import check_run
+from .runcheck import check_run
 from .model import ToyTransformer, check_model
-from .variants import decode_step_bytes
+from .sizing import decode_step_bytes
 
 MAX_K = 64                     # proposals per step: far past where a verify step is free
 
@@ -143,6 +143,27 @@ def check_proposal(proposal, k: int, vocab_size: int) -> list[int]:
     return ids
 
 
+def check_rollback(cache, T: int):
+    """Refuse, before the pass, a verify step of T tokens (the newest and T - 1 proposals) that
+    the cache could not roll back over (after it, truncate must reach len(cache) + 1), or whose
+    one step would not be what greedy's one-token steps give."""
+    split = [i for i, layer in enumerate(cache.layers) if not layer.steps_split]
+    if split and T > 1:
+        layer = cache.layers[split[0]]
+        raise ValueError(f"speculative verification feeds several tokens in one step, and layer "
+                         f"{split[0]}'s cache ({type(layer).__name__}) does not give in one "
+                         f"step what one-token steps give; decode without speculation")
+    floor = cache.rollback_floor(ahead=T)
+    if floor > len(cache) + 1:
+        bad = next(i for i, layer in enumerate(cache.layers)
+                   if layer.rollback_floor(len(cache) + T) == floor)
+        layer = cache.layers[bad]
+        raise ValueError(f"speculative verification rolls the cache back over rejected "
+                         f"proposals, and layer {bad}'s cache could not: its "
+                         f"{layer.floor_reason(len(cache) + T, len(cache) + 1)}; decode "
+                         "without speculation")
+
+
 def verify_step(model, cache, last: int, proposal: list[int]) -> Verified:
     """Score `proposal` in one forward pass and keep what greedy decoding would have made.
 
@@ -151,8 +172,15 @@ def verify_step(model, cache, last: int, proposal: list[int]) -> Verified:
     Proposal i is accepted while it equals row i's argmax; the first row that disagrees (or the
     row after the last proposal) gives one token more, the model's own. The cache is then
     truncated to hold last and the accepted proposals, so it is exactly the cache of greedy
-    decoding: the rejected proposals' keys and values are dropped.
+    decoding: the rejected proposals' keys and values are dropped. Every argument is checked,
+    and a cache that could not roll back refused, before the pass.
     """
+    check_model(model)
+    model.check_cache(cache, None)
+    vocab = model.config.vocab_size
+    last = validate.count("last", last, 0, vocab - 1)
+    proposal = check_proposal(proposal, MAX_K, vocab)
+    check_rollback(cache, 1 + len(proposal))
     start = len(cache)
     logits = model.forward([last] + proposal, cache)            # [k + 1, |V|]
     choices = np.argmax(logits, axis=-1)
@@ -209,18 +237,25 @@ def speculative_steps(model, prompt_ids, max_new_tokens: int, proposer, k: int |
     the same tokens as that run's cache. k: most proposals per step (default proposer.k).
     Every argument is checked before the first pass; a proposal out of range or longer than
     asked is refused before the pass that would feed it, leaving the cache as it was.
-    A sliding-window model is refused when the run would pass its window: its ring cannot roll
-    back once it has overwritten positions (KVCache.rollback_floor).
+    A cache that could not roll back over rejected proposals somewhere in the run is refused
+    before the first pass (KVCache.rollback_floor): a sliding-window ring the run would wrap, a
+    policy that evicts or counts attention.
     """
     k = _check_proposer(proposer, k)
     ids, cache, stops, start = check_run(model, prompt_ids, max_new_tokens, True, kv_dtype,
                                          stop_ids, cache)
     longest = start + len(ids) + max(max_new_tokens - 1, 0)
-    windows = [spec.window for spec in model.config.layers if spec.is_sliding]
-    if windows and longest > min(windows):
-        raise ValueError(f"the run needs {longest} positions, more than the sliding window of "
-                         f"{min(windows)}: a ring that has wrapped cannot roll back over "
-                         "rejected proposals; decode without speculation")
+    if max_new_tokens > 2:
+        check_rollback(cache, 2)                    # a kind whose steps do not split
+    if max_new_tokens > 1 and cache.rollback_floor(ahead=longest - start) > longest - 1:
+        floor_at = longest
+        bad = next(i for i, layer in enumerate(cache.layers)
+                   if layer.rollback_floor(floor_at) > floor_at - 1)
+        layer = cache.layers[bad]
+        raise ValueError(f"the run needs {longest} positions, and layer {bad}'s cache could "
+                         f"not roll back over rejected proposals there: its "
+                         f"{layer.floor_reason(floor_at, floor_at - 1)}; decode without "
+                         "speculation")
     return _speculate(model, ids, max_new_tokens, proposer, k, cache, stops, start)
 
 
@@ -311,14 +346,14 @@ def expected_speedup(alpha, k: int, draft_cost=0.0, verify_ratio=1.0) -> float:
 
 
 def verify_cost(config, context: int, k: int) -> dict:
-    """FLOPs (toykv.flops) and bytes (variants.decode_step_bytes, float32) of a verify step of
+    """FLOPs (toykv.flops) and bytes (sizing.decode_step_bytes, float32) of a verify step of
     k proposals after `context` cached tokens: the newest token and k proposals fed at once,
     every weight read once and the cache of context + k + 1 tokens. k = 0 is a decode step.
     {'flops', 'bytes', 'intensity'}."""
     context = validate.count("context", context, 0)
     k = validate.count("k", k, 0, MAX_K)
     flops = forward_flops(config, k + 1, context)
-    nbytes = decode_step_bytes(config, context + k + 1)["total"]
+    nbytes = decode_step_bytes(config, context + k + 1, 1, 4, 4, expanded=True)["total"]
     return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes}
 
 

@@ -40,6 +40,8 @@ def fill_cache(cache, tokens: int, seed: int = 0) -> None:
     if len(cache) + tokens > config.max_seq_len:
         raise ValueError(f"{len(cache)} cached + {tokens} tokens exceeds max_seq_len "
                          f"{config.max_seq_len}")
+    if tokens:
+        cache.check_room(tokens)             # room for all of them (a pool's blocks) up front
     rng = np.random.default_rng(validate.count("seed", seed, 0))
     block = {name: rng.standard_normal((FILL_CHUNK, *shape)).astype(np.float32)
              for name, shape in config.layers[0].entries}                 # [chunk, ...]
@@ -104,7 +106,7 @@ def limit_blas_threads(n: int = 1):
     return threadpool_limits(limits=n, user_api="blas")
 
 
-def step_seconds(model, cache, steps: int = 7, token: int = 0) -> np.ndarray:
+def measure_step_seconds(model, cache, steps: int = 7, token: int = 0) -> np.ndarray:
     """Wall-clock seconds of `steps` single-token decode steps, one after another. [steps]
 
     A batched cache steps all its sequences at once (the same token in each). steps: at most
@@ -113,6 +115,8 @@ def step_seconds(model, cache, steps: int = 7, token: int = 0) -> np.ndarray:
     check_cache(cache)
     steps = validate.count("steps", steps, 1, MAX_STEPS)
     token = validate.count("token", token, 0, model.config.vocab_size - 1)
+    model.check_cache(cache, cache.batch)
+    cache.check_room(steps)                                # room for every step, up front
     ids = _ids([token], cache.batch)                       # [1] or [B, 1]
     seconds = np.empty(steps)
     for i in range(steps):
@@ -151,7 +155,7 @@ def step_time_curve(model, contexts, steps: int = 7, kv_dtype: str = "float32",
         model.forward(_ids([0], cache.batch), cache)       # warm up: first-call costs
         for i, context in enumerate(contexts):
             fill_cache(cache, context - 1 - len(cache), seed=seed + i)
-            medians[i] = np.median(step_seconds(model, cache, steps))
+            medians[i] = np.median(measure_step_seconds(model, cache, steps))
     return medians
 
 
@@ -182,5 +186,5 @@ def prefill_time_curve(model, prompt_lens, repeats: int = 3, threads: int | None
 
 
 __all__ = ["FILL_CHUNK", "MAX_STEPS", "MAX_POINTS", "fill_cache", "blas_threads",
-           "limit_blas_threads", "step_seconds",
+           "limit_blas_threads", "measure_step_seconds",
            "step_time_curve", "prefill_time_curve"]

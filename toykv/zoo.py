@@ -14,6 +14,7 @@ import difflib
 from dataclasses import dataclass
 
 from .config import ModelConfig
+from .layers import attention_kind
 from .sizing import kv_bytes_per_token, param_count
 
 K128 = 131072
@@ -218,9 +219,7 @@ def _pattern_text(config) -> str:
 
 
 def _heads_text(config) -> str:
-    if config.attention == "mla":
-        return f"{config.n_heads} / latent {config.kv_lora_rank}+{config.rope_head_dim}"
-    return f"{config.n_heads} / {config.n_kv_heads}"
+    return f"{config.n_heads} / {attention_kind(config).heads_text(config)}"
 
 
 def table() -> list[dict]:

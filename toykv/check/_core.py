@@ -13,7 +13,9 @@ One rule for numbers, in every chapter:
   such as 4561920.0 counts as the int, a fractional one as no count at all;
 - a quantity (a tolerance rel > 0) is right within rel of the value, or when the value
   rounded to the significant digits the answer gives (at least two) is the answer: 4.5 for
-  4.457, 3.6 for 3.561, 2.11e9 for 2,113,929,216. Typical wrong answers match the same way.
+  4.457, 3.6 for 3.561, 2.11e9 for 2,113,929,216. Typical wrong answers match the same way,
+  except that an answer of one significant digit (2e10) that the value itself rounds to is
+  told to give more digits rather than the hint of a mistake it happens to be near.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ import reprlib
 from fractions import Fraction
 
 NOT_ANSWERED = ("Not answered yet: replace None with your answer and run the cell again.")
+TOO_COARSE = ("your answer has one significant digit, too few to tell the right answer from a "
+              "near miss: give at least two significant digits.")
 MIN_DIGITS = 2               # a rounded answer gives at least this many significant digits
 
 _shown = reprlib.Repr()
@@ -192,16 +196,33 @@ def answer_check(answer, expected, hints=(), rel=0.0, right: str = "", wrong: st
     problem = _form(answer, plain(expected), rel, what)
     if problem is not None:
         return _say(False, f"Not right yet: {problem}")
+    coarse = _too_coarse(answer, plain(expected), rel)
     for matches in (_close, _rounds_to):            # exact or within rel first, then rounded
         if any(matches(answer, value, rel) for value in (expected, *also)):
             return _say(True, "Right." + (f" {right}" if right else ""))
         for value, hint in hints:
             if matches(answer, value, rel):
+                if coarse and not _close(answer, value, 0):     # near a mistake, not on it
+                    return _say(False, f"Not right yet. Hint: {TOO_COARSE}")
                 return _say(False, f"Not right yet. Hint: {hint}")
+    if coarse:
+        return _say(False, f"Not right yet. Hint: {TOO_COARSE}")
     scale = _scale_hint(answer, plain(expected))
     if scale:
         return _say(False, f"Not right yet. Hint: {scale}")
     return _say(False, "Not right yet." + (f" {wrong}" if wrong else ""))
+
+
+def _too_coarse(answer, expected, rel) -> bool:
+    """A quantity (rel > 0) answered with one significant digit that the expected value
+    rounds to (2e10 for 1.93e10): it cannot tell the answer from a mistake near it."""
+    if rel == 0 or isinstance(rel, (tuple, list)) or not (is_real(answer) and is_real(expected)):
+        return False
+    try:
+        return (significant_digits(answer) < MIN_DIGITS
+                and f"{float(answer):.0e}" == f"{float(expected):.0e}")
+    except OverflowError:
+        return False
 
 
 def _scale_hint(answer, expected) -> str:
@@ -221,6 +242,41 @@ def _scale_hint(answer, expected) -> str:
     return ""
 
 
+def function_check(answer, cases, hints, what: str, name: str, right: str = "",
+                   wrong=lambda where: "") -> Verdict:
+    """Check a function the student wrote by running it. cases: (where, args, kwargs,
+    expected, slips) tuples, slips a dict {mistake: what that mistake gives here}; hints:
+    (mistake, hint) pairs. A mistake that gives the function's result in every case gets its
+    hint, else the first mistake that explains the first case it misses; what: the result
+    wanted ("a whole number of FLOPs"); name: the function's name in the exercise;
+    wrong(where): the message when no mistake explains it."""
+    if answer is None or answer is Ellipsis:
+        return _say(False, NOT_ANSWERED)
+    if not callable(answer):
+        return _say(False, f"Not right yet: answer should be your function itself (answer = "
+                           f"{name}), got {describe(plain(answer))}.")
+    wrong_at, first, everywhere = None, "other", {mistake: True for mistake, _ in hints}
+    for where, args, kwargs, expected, slips in cases:
+        try:
+            returned = answer(*args, **kwargs)
+        except Exception as err:                                   # the student's code failed
+            return _say(False, f"Not right yet: on {where} your function raised "
+                               f"{type(err).__name__}: {err}")
+        got = whole(returned)
+        if got is None:
+            return _say(False, f"Not right yet: your function should return {what}; on "
+                               f"{where} it returned {describe(plain(returned))}.")
+        if got != expected and wrong_at is None:                  # the first case it misses
+            wrong_at = where
+            first = next((mistake for mistake, v in slips.items() if v == got), "other")
+        everywhere = {mistake: ok and slips.get(mistake, expected) == got
+                      for mistake, ok in everywhere.items()}
+    if wrong_at is None:
+        return answer_check("right", "right", right=right)
+    slip = next((mistake for mistake, ok in everywhere.items() if ok), first)
+    return answer_check(slip, "right", hints=hints, wrong=wrong(wrong_at))
+
+
 def expect_type(answer, kinds, what: str) -> Verdict | None:
     """A 'not right yet' Verdict when answer is not None and not of the kinds, else None."""
     if answer is None or answer is Ellipsis or isinstance(answer, kinds):
@@ -228,5 +284,5 @@ def expect_type(answer, kinds, what: str) -> Verdict | None:
     return _say(False, f"Not right yet: {what}, got a {type(answer).__name__}.")
 
 
-__all__ = ["Verdict", "answer_check", "expect_type", "NOT_ANSWERED", "plain", "whole",
+__all__ = ["Verdict", "answer_check", "function_check", "expect_type", "NOT_ANSWERED", "plain", "whole",
            "is_real", "describe", "significant_digits"]

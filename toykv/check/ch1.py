@@ -5,6 +5,8 @@ cell) and compute every expected value with toykv's own attention layer.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from ..config import recap_toy
@@ -12,6 +14,14 @@ from ..model import ToyTransformer, apply_rope
 from ._core import _say, answer_check, describe, plain, whole
 
 RTOL, ATOL = 1e-4, 1e-5        # float32 rounding between two correct implementations
+HALF_TOL = 4e-3                # float16 rounding (its spacing near 1 is 1e-3): a right answer
+HALF_NOTE = ("Your output is float16, so the check compared it at float16's precision (about "
+             "three significant digits); the chapter's model computes in float32.")
+
+
+def _tolerance(array) -> tuple[float, float]:
+    """(rtol, atol) for comparing an answer of this dtype: float32 rounding, or float16's."""
+    return (HALF_TOL, HALF_TOL) if array.dtype.itemsize < 4 else (RTOL, ATOL)
 
 
 def chapter_model(**changes) -> ToyTransformer:
@@ -38,9 +48,10 @@ def _layer0(model, h):
 EX1_PROMPT = dict(n=12, seed=7)     # the check's own prompt: not the chapter's 10 tokens
 
 
-def _wrong_step(model, h_new, position, cache, q_at=None, k_at=None, past=True):
+def _wrong_step(model, h_new, position, cache, q_at=None, k_at=None, past=True, scale=True):
     """A reference decode step with one typical mistake (for the hints only): the query or
-    the key rotated at position q_at / k_at instead of its own, or no past. [1, D]"""
+    the key rotated at position q_at / k_at instead of its own, no past, or no 1/sqrt(d_h)
+    scale on the scores. [1, D]"""
     c, layer = model.config, model.layers[0]
     H, hd = c.n_heads, c.head_dim
 
@@ -54,7 +65,7 @@ def _wrong_step(model, h_new, position, cache, q_at=None, k_at=None, past=True):
     cache["k"] = np.concatenate([cache["k"], k], axis=1)
     cache["v"] = np.concatenate([cache["v"], v], axis=1)
     keys, values = (cache["k"], cache["v"]) if past else (k, v)
-    scores = q @ keys.transpose(0, 2, 1) / np.sqrt(hd)                # [H, 1, t+1]
+    scores = q @ keys.transpose(0, 2, 1) / (np.sqrt(hd) if scale else 1)   # [H, 1, t+1]
     weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
     weights /= weights.sum(axis=-1, keepdims=True)
     return (weights @ values).transpose(1, 0, 2).reshape(1, H * hd) @ layer["wo"]
@@ -65,6 +76,7 @@ MISTAKES = {                 # outcome -> the mistake, as _wrong_step's argument
     "key at 0": dict(k_at=0),
     "query at 0": dict(q_at=0),
     "no past": dict(past=False),
+    "no scale": dict(scale=False),
 }
 
 
@@ -106,9 +118,10 @@ def ch1_ex1(answer):
         return _say(False, f"Not right yet: attention_step should return one row of d_model "
                            f"float values, shape (1, {D}); it returned {', '.join(shapes)}.")
     ours = np.concatenate(rows)
+    rtol, atol = _tolerance(ours)
 
     def same(reference):
-        return np.allclose(ours, reference, rtol=RTOL, atol=ATOL)
+        return np.allclose(ours, reference, rtol=rtol, atol=atol)
 
     def with_mistake(changes):
         return np.concatenate(_run_steps(lambda *a: _wrong_step(model, *a, **changes),
@@ -133,16 +146,24 @@ def ch1_ex1(answer):
         ("not appended", "the outputs are right, but the cache does not hold one key per "
                          "position afterwards: append the new k and v to cache['k'] and "
                          "cache['v'] (axis 1) inside attention_step."),
-    ], wrong=f"The check ran your function on a {n}-token prompt of its own, not the "
+        ("no scale", "divide the scores by sqrt(head_dim) before the softmax, as attend does: "
+                     "without the 1/sqrt(d_h) scale the weights come out too peaked."),
+    ], right=HALF_NOTE if rtol == HALF_TOL else "",
+       wrong=f"The check ran your function on a {n}-token prompt of its own, not the "
              "chapter's; compare your rows with `ours` on the chapter's prompt: the first row "
              "that differs tells you which step goes wrong.")
 
 
 # -- exercise 2: which rows change without the mask -----------------------------------------
 def _positions(answer) -> list[int] | str:
-    """The positions an answer names, in order (a list, tuple, set or 1-d array of whole
-    numbers; 3.0 counts as 3), or a message saying what is wrong with it."""
-    items = tuple(answer) if isinstance(answer, (set, frozenset)) else plain(answer)
+    """The positions an answer names, in order (a list, tuple, set, range, generator or 1-d
+    array of whole numbers; 3.0 counts as 3), or a message saying what is wrong with it."""
+    if isinstance(answer, (set, frozenset, range, Iterator)):
+        try:
+            answer = tuple(answer)
+        except Exception as err:                                   # a generator that fails
+            return f"reading your positions raised {type(err).__name__}: {err}"
+    items = plain(answer)
     if not isinstance(items, tuple):
         return f"give a list of query positions, e.g. [0, 3], got {describe(items)}."
     rows = [whole(i) for i in items]
@@ -181,6 +202,55 @@ def ch1_ex2(answer):
     ])
 
 
+# -- exercise 3: shifting every position -------------------------------------------------------
+EX3_SHIFT = 100
+
+
+def _shift_changes(model, h, shift) -> tuple[bool, bool]:
+    """(do layer 0's scores change, does its output change) when every query and key is rotated
+    at position + shift, computed with toykv's own layer (float32 rounding forgiven)."""
+    S, H, hd = len(h), model.config.n_heads, model.config.head_dim
+    layer = model.layers[0]
+
+    def scores(at):                                                     # [H, S, S]
+        q, k = ((h @ layer[w]).reshape(S, H, hd).transpose(1, 0, 2) for w in ("wq", "wk"))
+        q, k = (apply_rope(x, model.cos[at], model.sin[at]) for x in (q, k))
+        return q @ k.transpose(0, 2, 1) / np.sqrt(hd)
+
+    at = np.arange(S)
+    moved = model.attention(h, layer, 0, at + shift, None)            # toykv, shifted
+    return (not np.allclose(scores(at + shift), scores(at), atol=1e-4),
+            not np.allclose(moved, _layer0(model, h), rtol=RTOL, atol=ATOL))
+
+
+def ch1_ex3(answer):
+    """answer: (do the scores change, does the output change) when every position is shifted
+    by 100, as a pair of True/False."""
+    if answer is None or answer is Ellipsis:
+        return answer_check(answer, "right")
+    pair = plain(answer)
+    if not (isinstance(pair, tuple) and len(pair) == 2
+            and all(isinstance(x, bool) for x in pair)):
+        return _say(False, "Not right yet: give a pair (scores change, output changes) of "
+                           f"True/False, got {describe(pair)}.")
+    model = chapter_model()
+    expected = _shift_changes(model, attention_input(model, chapter_tokens()), EX3_SHIFT)
+    outcomes = {(True, True): "both move", (True, False): "scores only",
+                (False, True): "output only", (False, False): "neither", expected: "right"}
+    return answer_check(outcomes[pair], "right", hints=[
+        ("both move", "compare the shifted weights with the unshifted ones: a score "
+                      "q_i . k_j depends only on the difference of the two rotation angles, "
+                      "i - j, and a shift of every position leaves every difference as it was."),
+        ("scores only", "the output is the weights times the values (values are not "
+                        "rotated): it changes only if the scores do. Look at the scores again: "
+                        "what does a rotation of both q_i and k_j by the same extra angle do "
+                        "to their dot product?"),
+        ("output only", "the weights are the same and the values are not rotated, so the "
+                        "weighted sums are the same too: compare with np.allclose, because the "
+                        "rotated vectors round differently in float32's last bits."),
+    ], right="Scores depend on i - j only: a common shift changes none.")
+
+
 # -- exercise 4: grouped-query attention ------------------------------------------------------
 def _tiled_heads(model):
     """The same GQA model with its query heads reordered so that query head i meets KV head
@@ -212,13 +282,14 @@ def ch1_ex4(answer):
             else f"an array of {ours.dtype}"
         return _say(False, f"Not right yet: give the attention output as an array of real "
                            f"numbers, got {got}.")
+    rtol, atol = _tolerance(ours)
     ours = ours.astype(np.float64)
     if ours.shape != expected.shape:
         return _say(False, f"Not right yet: expected an array of shape {expected.shape} "
                            f"(positions, d_model), got {ours.shape}.")
 
     def same(reference):
-        return np.allclose(ours, reference, rtol=RTOL, atol=ATOL)
+        return np.allclose(ours, reference, rtol=rtol, atol=atol)
 
     outcome = ("right" if same(expected) else
                "tiled" if same(_layer0(_tiled_heads(model), h)) else "other")
@@ -226,7 +297,8 @@ def ch1_ex4(answer):
         ("tiled", "query head i belongs to group i // 2, so its KV head is i // 2: repeat each "
                   "KV head for its group (np.repeat, heads 0, 0, 1, 1), not the whole stack "
                   "(np.tile, heads 0, 1, 0, 1)."),
-    ])
+    ], right=HALF_NOTE if rtol == HALF_TOL else "")
 
 
-__all__ = ["ch1_ex1", "ch1_ex2", "ch1_ex4", "chapter_model", "chapter_tokens", "attention_input"]
+__all__ = ["ch1_ex1", "ch1_ex2", "ch1_ex3", "ch1_ex4", "chapter_model", "chapter_tokens",
+           "attention_input"]

@@ -13,7 +13,7 @@ from .. import flops, zoo
 from ..config import ModelConfig, source_toy
 from ..generate import decode_steps
 from ..model import ToyTransformer
-from ._core import answer_check
+from ._core import answer_check, function_check
 
 PROMPT_LEN = 32          # the chapter's prompt
 
@@ -128,4 +128,87 @@ def ch2_ex5(answer):
     ], what="a pair (without a cache, with a cache) of growth factors")
 
 
-__all__ = ["ch2_ex1", "ch2_ex2", "ch2_ex3", "ch2_ex4", "ch2_ex5"]
+# -- exercise 6: the cached step's FLOPs, written by the student --------------------------------
+EX6_CONFIGS = {                      # MHA, GQA, MQA, and heads narrower than d_model / n_heads
+    "the source toy (MHA)": dict(),
+    "GQA, 2 KV heads": dict(n_kv_heads=2),
+    "MQA": dict(attention="mqa"),
+    "4 heads of 16 (H d_h = 64, not d_model)": dict(n_heads=4, n_kv_heads=2, head_dim=16),
+}
+EX6_CONTEXTS = (1, 2, 40)
+
+
+@functools.lru_cache(maxsize=None)
+def _ex6_model(changes: tuple) -> ToyTransformer:
+    """A model of the exercise's config with these changes to the source toy."""
+    return ToyTransformer(source_toy(max_seq_len=64, **dict(changes)), seed=0)
+
+
+@functools.lru_cache(maxsize=None)
+def _counted_step(changes: tuple, context: int) -> int:
+    """FLOPs toykv's counter (model.flops) records for one cached step at `context` tokens
+    (the new one included): prefill context - 1 random tokens, then feed one more."""
+    model = _ex6_model(changes)
+    config = model.config
+    ids = np.random.default_rng(0).integers(0, config.vocab_size, context)
+    cache = model.new_cache()
+    if context > 1:
+        model.forward(ids[:-1], cache)
+    before = model.flops
+    model.forward(ids[-1:], cache)
+    return model.flops - before
+
+
+def _ex6_mistakes(c, S) -> dict:
+    """What the usual slips give for config c at context S (for the hints only)."""
+    D, F, V, L = c.d_model, c.d_ff, c.vocab_size, c.n_layers
+    H, Hkv, hd = c.n_heads, c.n_kv_heads, c.head_dim
+
+    def step(q=H * hd, kv=Hkv * hd, keys=S, width=H * hd, mlp=3, head=True, per_mac=2):
+        projections = D * (2 * q + 2 * kv)                     # W_Q, W_O and W_K, W_V
+        attention = 2 * keys * width                           # scores and weighted sums
+        return per_mac * (L * (projections + attention + mlp * D * F) + head * D * V)
+
+    return {"two-matrix MLP": step(mlp=2), "K, V as D x D": step(kv=H * hd),
+            "KV heads in attention": step(width=Hkv * hd), "S - 1 keys": step(keys=S - 1),
+            "D for H d_h": step(q=D, kv=D * Hkv // H, width=D), "no head": step(head=False),
+            "1 FLOP per multiply-add": step(per_mac=1)}
+
+
+EX6_HINTS = [
+    ("two-matrix MLP", "toykv's MLP is SwiGLU: three D x F matrices (gate, up, down), not two."),
+    ("K, V as D x D", "with GQA or MQA, W_K and W_V have H_kv d_h columns, not D: the other "
+                      "configs the check runs have fewer KV heads."),
+    ("KV heads in attention", "every query head scores the keys and averages the values: "
+                              "attention costs 4 S H d_h per layer with the H query heads."),
+    ("S - 1 keys", "the new query meets S keys: the S - 1 cached ones and its own."),
+    ("D for H d_h", "W_Q and W_O are D x H d_h and W_K, W_V are D x H_kv d_h: use "
+                    "config.head_dim, which need not be d_model / n_heads (one of the check's "
+                    "configs has heads of 16 with d_model 128 and 4 heads)."),
+    ("no head", "add the output head: 2 D |V| FLOPs, once per step."),
+    ("1 FLOP per multiply-add", "count 2 FLOPs per multiply-add."),
+]
+
+
+def _ex6_cases():
+    """(where, args, kwargs, expected, slips) for every config and context the check runs."""
+    for name, changes in EX6_CONFIGS.items():
+        config = source_toy(max_seq_len=64, **changes)
+        for S in EX6_CONTEXTS:
+            yield (f"{name} at S = {S}", (config, S), {},
+                   _counted_step(tuple(sorted(changes.items())), S), _ex6_mistakes(config, S))
+
+
+def ch2_ex6(answer):
+    """answer: your cached_step_flops(config, S) function. The check runs it on four configs
+    (MHA, GQA, MQA, narrow heads) at contexts 1, 2 and 40 and compares it with the FLOPs
+    toykv's counter records for those steps."""
+    return function_check(
+        answer, _ex6_cases(), EX6_HINTS, what="a whole number of FLOPs",
+        name="my_cached_step_flops",
+        right="Equal to toykv's counter for MHA, GQA, MQA and narrow heads.",
+        wrong=lambda where: f"On {where} your count differs from toykv's counter; check each "
+                            "term against the chapter's formula.")
+
+
+__all__ = ["ch2_ex1", "ch2_ex2", "ch2_ex3", "ch2_ex4", "ch2_ex5", "ch2_ex6"]

@@ -11,10 +11,17 @@ import numpy as np
 
 from .. import flops
 from ..config import source_toy
+from ..generate import decode_steps
 from ..model import ToyTransformer
-from ._core import answer_check
+from ._core import _say, answer_check, describe, is_real, plain
 
 SEQ_LEN, EDIT = 12, 5          # exercises 2 and 3: a 12-token sequence edited at position 5
+
+
+EX1_VARIANTS = {"gqa": dict(n_kv_heads=2), "mqa": dict(attention="mqa"),
+                "sliding window 8": dict(sliding_window=8)}
+EX1_PROMPT, EX1_STEPS = 6, 10           # a 6-token prompt, 10 steps: past the window of 8
+EX4_STEPS = 12
 
 
 def chapter_sequence(n: int = SEQ_LEN) -> list[int]:
@@ -28,6 +35,84 @@ def edited(ids, position):
     new = list(ids)
     new[position] = (new[position] + 1) % source_toy().vocab_size
     return new
+
+
+def _largest_gap(model, prompt, n_steps, **cached_options) -> float:
+    """Largest |logit difference| between greedy generation with the cache (cached_options
+    passed on, e.g. kv_dtype) and without it, over n_steps steps."""
+    cached = decode_steps(model, prompt, n_steps, use_cache=True, **cached_options)
+    full = decode_steps(model, prompt, n_steps, use_cache=False)
+    return max(float(np.abs(a.logits - b.logits).max()) for a, b in zip(cached, full))
+
+
+# -- exercise 1: GQA, MQA and a sliding window are exact too ---------------------------------
+@functools.cache
+def _ex1_gaps(exact: bool) -> tuple[float, ...]:
+    """The largest cached-vs-recomputed gap of each variant, on the exact or default backend."""
+    prompt = chapter_sequence(EX1_PROMPT)
+    return tuple(_largest_gap(ToyTransformer(source_toy(**changes), seed=0, exact=exact),
+                              prompt, EX1_STEPS) for changes in EX1_VARIANTS.values())
+
+
+def ch3_ex1(answer):
+    """answer: (largest |logit difference| between cached and recomputed logits, over the
+    steps, for the GQA, the MQA and the sliding-window toy), exact backend."""
+    if answer is None or answer is Ellipsis:
+        return answer_check(answer, "right")
+    gaps = plain(answer)
+    names = ", ".join(EX1_VARIANTS)
+    if not (isinstance(gaps, tuple) and len(gaps) == 3 and all(is_real(g) for g in gaps)):
+        return _say(False, f"Not right yet: give three numbers, the largest gap for ({names}), "
+                           f"got {describe(gaps)}.")
+    expected = _ex1_gaps(exact=True)
+    if any(g < 0 for g in gaps):
+        outcome = "negative"
+    elif gaps == expected:
+        outcome = "right"
+    elif max(gaps) < 1e-3:
+        outcome = "rounding"
+    else:
+        outcome = "large"
+    return answer_check(outcome, "right", hints=[
+        ("negative", "a gap is an absolute difference: np.abs(...).max() is never negative."),
+        ("rounding", "gaps of float32 rounding: build the three models with exact=True. The "
+                     "default backend's products may add the terms of a 1-row and an S-row "
+                     "product in different orders (this chapter's BLAS gap)."),
+        ("large", "a gap this large is not rounding: compare, step by step, two runs of the "
+                  "same model and prompt, one with use_cache=True and one with use_cache=False."),
+    ], right="Bit for bit for all three: KV heads and span play no part.")
+
+
+# -- exercise 4: a float16 cache -------------------------------------------------------------
+@functools.cache
+def _ex4_values() -> dict:
+    """The float16 cache's largest gap over 12 steps (exact backend) and the usual slips."""
+    model = ToyTransformer(source_toy(), seed=0, exact=True)
+    blas = ToyTransformer(source_toy(), seed=0)
+    prompt = chapter_sequence(32)
+    full = list(decode_steps(model, prompt, 2 * EX4_STEPS, use_cache=False))
+    ulp32 = max(float(np.spacing(np.float32(np.abs(s.logits).max()))) for s in full)
+    gap = _largest_gap(model, prompt, EX4_STEPS, kv_dtype="float16")
+    return {"gap": gap, "ulp32": ulp32, "in ulp": gap / ulp32,
+            "24 steps": _largest_gap(model, prompt, 2 * EX4_STEPS, kv_dtype="float16"),
+            "float32 blas": _largest_gap(blas, prompt, EX4_STEPS),
+            "float16 blas": _largest_gap(blas, prompt, EX4_STEPS, kv_dtype="float16")}
+
+
+def ch3_ex4(answer):
+    """answer: the largest |logit difference| over 12 steps between generation with a float16
+    cache and full recomputation, exact backend, the chapter's 32-token prompt."""
+    v = _ex4_values()
+    return answer_check(answer, v["gap"], rel=0.03, also=[v["float16 blas"]], hints=[
+        (v["in ulp"], "give the gap itself, in logits, not the number of float32 spacings."),
+        (v["ulp32"], "that is float32's spacing at the largest logit, the scale to compare "
+                     "with; the question asks for the float16 cache's gap."),
+        (0, "with the exact backend and a float32 cache the gap is 0: store the cache in "
+            "float16 (kv_dtype='float16')."),
+        (v["float32 blas"], "that is float32 rounding of the default backend; store the cache "
+                            "in float16 (kv_dtype='float16')."),
+        (v["24 steps"], "take the 12 steps the exercise asks for, not 24."),
+    ], what="a gap in logits (a number)")
 
 
 def _cached_kv(model, ids):
@@ -100,4 +185,4 @@ def ch3_ex3(answer):
     ], what="a whole number of FLOPs")
 
 
-__all__ = ["ch3_ex2", "ch3_ex3", "chapter_sequence", "edited"]
+__all__ = ["ch3_ex1", "ch3_ex2", "ch3_ex3", "ch3_ex4", "chapter_sequence", "edited"]

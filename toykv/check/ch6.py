@@ -41,17 +41,17 @@ def ch6_ex1(answer):
 def ch6_ex2(answer):
     """Sequences of 4,096 tokens of Qwen3-8B (bf16) beside its weights on a "24 GB" L4."""
     model = get("qwen3-8b")
-    memory = hardware("l4").memory_bytes               # 24 GiB: the presets' one unit
+    memory = hardware("l4").memory_bytes               # what the card reports: 23,034 MiB
     expected = sequences_that_fit(model, 4096, memory)
     query_heads = replace(model, config=replace(model.config,
                                                 n_kv_heads=model.config.n_heads))
     hints = [
-        (sequences_that_fit(model, 4096, 24 * 10**9),
-         "a GPU sold with 24 GB holds 24 GiB (2^30 bytes each): use 24 x 2^30, "
-         "as toykv.hardware('l4').memory_bytes does."),
-        (sequences_that_fit(query_heads, 4096, 24 * GiB),
+        (sequences_that_fit(model, 4096, 24 * GiB),
+         "the L4 is sold as 24 GB but reports 23,034 MiB (22.5 GiB), not 24 GiB: use the "
+         "memory the card reports, toykv.hardware('l4').memory_bytes."),
+        (sequences_that_fit(query_heads, 4096, memory),
          "the cache holds the 8 KV heads, not the 32 query heads."),
-        (24 * GiB // (2 * 36 * 8 * 128 * 2 * 4096),
+        (memory // (2 * 36 * 8 * 128 * 2 * 4096),
          "the weights (16.4 GB in bf16) take their share of the memory first."),
     ]
     return answer_check(answer, expected, hints,
@@ -79,7 +79,7 @@ def _ex4_plans() -> dict:
     median of the chapter's request mix (computed once: 20,000 simulated requests)."""
     model = get("llama-3.1-8b")
     lengths = request_lengths(**MIX)
-    memory = 80 * GiB
+    memory = hardware("h100-sxm").memory_bytes       # what the card reports: 81,559 MiB
     room = memory - weight_bytes(model.total_params)
 
     def plan(length):
@@ -108,6 +108,7 @@ def ch6_ex4(answer):
 
 EX5_CONTEXT = 1024
 GPUS_WITH_MEMORY = tuple(name for name, hw in HARDWARE.items() if hw.memory_bytes is not None)
+SOLD_AS_GB = {"a100-80gb-sxm": 80, "h100-sxm": 80, "l4": 24, "mi300x": 192, "rtx-4090": 24}
 
 
 def _ex5_times(name: str) -> dict:
@@ -124,14 +125,16 @@ def _ex5_times(name: str) -> dict:
                       + (sum(weights) if add else max(weights)))
 
     both = decode_step_seconds(model.config, hw, EX5_CONTEXT, most)
-    in_gb = sequences_that_fit(model, EX5_CONTEXT, hw.memory_bytes / 2**30 * 10**9)
+    sold = SOLD_AS_GB.get(name)                 # the name's "N GB", read as GB or as GiB
+    labels = {sequences_that_fit(model, EX5_CONTEXT, sold * unit)
+              for unit in (10**9, 2**30)} - {most} if sold else set()
     return {"serial": 1e3 * both["serial"], "by_hand": by_hand(most), "most": most,
             "overlapped": 1e3 * both["overlapped"], "one_cache": by_hand(most, 1),
             "added": by_hand(most, add=True),
             "reads": 1e3 * (most * kv + 2 * n) / hw.bandwidth,
             "overlapped_by_hand": 1e3 * max(2 * most * n / hw.peak_flops,
                                             (2 * n + most * kv) / hw.bandwidth),
-            "in_gb": by_hand(in_gb) if in_gb != most else None}
+            "from_label": [by_hand(batch) for batch in sorted(labels)]}
 
 
 def _say(right: bool, message: str) -> Verdict:
@@ -175,9 +178,10 @@ def ch6_ex5(answer):
         hints += [(value / 1e3, "give milliseconds, not seconds."),
                   (t["most"] / (value / 1e3), "that is the batch's tokens per second; the "
                                               "question asks the time of one step in ms.")]
-    if t["in_gb"] is not None:
-        hints.append((t["in_gb"], "a GPU sold with N GB holds N GiB: the batch that fits "
-                                  "comes from hardware(name).memory_bytes."))
+    for value in t["from_label"]:
+        hints.append((value, "the batch that fits comes from the memory the card reports, "
+                             "hardware(name).memory_bytes, not from the N GB of its name "
+                             "read as N x 10^9 or N x 2^30 bytes."))
     return answer_check(ms, t["serial"], hints, rel=0.01, also=[t["by_hand"]],
                         what="a time in milliseconds (a number)")
 

@@ -3,7 +3,8 @@
 Colours are from the Okabe-Ito palette, picked so that each pair also differs in lightness
 (they stay apart in greyscale); the cache-fill 'this step' cells carry a hatch as well.
 Byte sizes: GB/MB/kB are powers of 10 (1 GB = 10^9 B), GiB/MiB/KiB powers of 2 (2^30 B);
-GPU memory is counted in GiB (a GPU sold as "80 GB" has 80 GiB), bandwidths in GB/s.
+GPU memory is counted in GiB, as the card reports it (an A100 80GB: 80 GiB; an H100 80GB:
+79.6 GiB), bandwidths in GB/s.
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ what the attention view shows for one layer and head; attention_run records a wh
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,24 +27,13 @@ def _attention_weights(model, ids, cache=None) -> tuple[np.ndarray, list[np.ndar
     attention weights [H, T, Tk] over the last Tk positions (the keys the layer read). cache
     None: a pass that reads no cache.
 
-    The one place the view observes the model. Today it listens on the cache's `attended` hook
-    (chapter 12's policies use it), so a pass without a cache runs through a fresh float32 one:
-    it holds nothing before the pass and gives attention each key and value as computed.
+    The one place the view observes the model: model.watch_attention, on every layer.
     """
-    watched = model.new_cache(capacity=len(ids)) if cache is None else cache
-    seen = {}
-    hook = watched.attended
-
-    def record(layer, weights):                   # [H_kv, G, T, Tk] or MLA's [H, T, Tk]
-        seen[layer] = weights.reshape(-1, *weights.shape[-2:]).copy()   # [H, T, Tk]
-        hook(layer, weights)
-
-    watched.attended = record
-    try:
-        logits = model.forward(ids, watched)
-    finally:
-        del watched.attended                      # the cache's own method again
-    return logits, [seen[layer] for layer in range(model.config.n_layers)]
+    with contextlib.ExitStack() as stack:
+        watches = [stack.enter_context(model.watch_attention(layer))
+                   for layer in range(model.config.n_layers)]
+        logits = model.forward(ids, cache)
+    return logits, [watch.steps[0].weights for watch in watches]
 
 
 def _placed(config, weights, n_cached: int) -> list[np.ndarray]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipywidgets as widgets
 
 from .. import validate
+from ..layers import attention_kind
 from ..model import ToyTransformer
 from ._controls import Quiet, StrictIntSlider, problem_text
 from ._style import problem_html
@@ -145,8 +146,7 @@ class CacheFill(FillStepper):
 
     # -- what is shown -------------------------------------------------------------
     def _render(self):
-        mla = self.model.config.attention == "mla"
-        what_rows = "latent c_kv or rotary key k_rope" if mla else "K or V"
+        what_rows = attention_kind(self.model.config).cached
         self.grid.value = grid_html(self.row_labels, self.cells, what_rows,
                                     "sliding" in self.model.config.layer_kinds)
         self.stats.value = stats_html(self)

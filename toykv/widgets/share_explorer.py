@@ -15,16 +15,10 @@ from .. import sizing, validate, zoo
 from . import _style as s
 from ._controls import Quiet, problem_text
 from ._svg_plot import Marker, Series, loglog_svg
+from .share_explorer_view import (BEYOND_DASH, DEFAULT_MODELS, MAX_MODELS, MODEL_STYLES,
+                                  PERCENT_TICKS, SHARE_CONTEXTS)
 from .static_twin import share_explorer_html, twin_bundle
 
-SHARE_CONTEXTS = tuple(int(n) for n in np.unique(np.round(np.logspace(3, 6, 61))))  # 10^3..10^6
-DEFAULT_MODELS = ("llama-3.1-8b", "qwen3-0.6b", "minimax-m2", "deepseek-v3")
-MAX_MODELS = 6
-# Okabe-Ito colours, and a marker shape each, so two models differ in more than colour.
-MODEL_STYLES = ((s.BLUE, "circle"), (s.VERMILLION, "square"), ("#009E73", "triangle"),
-                (s.ORANGE, "diamond"), ("#CC79A7", "circle"), (s.SKY_BLUE, "square"))
-BEYOND_DASH = "2 3"          # the part of a line past the model's maximum context
-PERCENT_TICKS = tuple((v, f"{100 * v:.0f}%") for v in (0, 0.25, 0.5, 0.75, 1))
 
 
 def readings(models, context: int) -> list[dict]:

@@ -28,8 +28,8 @@ class SizeCalculator:
     .report (a SizeReport, None after a problem), .values (the report as a dict), .texts (its
     numbers as shown) and .message (a problem, or notes on the answer).
 
-    gpu_memory_gib is the GPU's memory as sold: "80 GB" on the box is 80 GiB (2^30 bytes),
-    from 0.01 to 10^6 GiB. batch is at most 10^9 sequences, kv_heads at most MAX_KV_HEADS
+    gpu_memory_gib is the GPU's memory as the card reports it, in GiB (2^30 bytes; an A100
+    80GB reports 80, an H100 80GB 79.6), from 0.01 to 10^6 GiB. batch is at most 10^9 sequences, kv_heads at most MAX_KV_HEADS
     (and a divisor of the model's query heads).
     """
 
@@ -79,7 +79,8 @@ class SizeCalculator:
                                 layout=widgets.Layout(width="200px"))
         self.gpu_memory_gib = NumberText(
             value=gpu, description="GPU memory (GiB)", style=wide,
-            tooltip='GiB = 2^30 bytes: a GPU sold as "80 GB" has 80 GiB',
+            tooltip="GiB = 2^30 bytes, as the card reports it: an A100 80GB 80, an H100 "
+                    "80GB 79.6",
             layout=widgets.Layout(width="200px"))
         self.message_box = widgets.HTML()
         self.numbers = widgets.HTML(layout=widgets.Layout(min_width="330px"))

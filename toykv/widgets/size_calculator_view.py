@@ -5,13 +5,15 @@ module only formats it, writes the notes and draws the curve.
 """
 from __future__ import annotations
 
+from ..layers import ATTENTION
 from . import _style as s
 from ._svg_plot import Marker, Series, loglog_svg
 from .size_report import PRECISIONS, VARIANTS, GiB
 
 UNITS_NOTE = ("Units: GiB = 2^30 bytes, KiB = 2^10; GB = 10^9 bytes (in brackets). GPU memory "
-              "is in GiB because a GPU sold as \"80 GB\" has 80 GiB: memory chips come in powers "
-              "of two. Bandwidths (GB/s, TB/s) are decimal.")
+              "is in GiB, as the card reports it (nvidia-smi's total), which its name does not "
+              "give: an A100 80GB reports 80 GiB, an H100 80GB 79.6 GiB, an H200 (\"141 GB\") "
+              "140.4 GiB. Bandwidths (GB/s, TB/s) are decimal.")
 
 # One line per term the calculator shows; chapter 4 meets them before the chapters that
 # develop them (chapter 7: MLA, sliding windows; chapter 8: KV share, MoE, hybrids).
@@ -144,8 +146,7 @@ def variants_html(r) -> str:
             shown = (row.label, "does not fit", "", "", "")
         else:
             label = f"as built ({row.attention.upper()})" if row.key == "as built" else row.label
-            heads = (f"latent {row.kv_lora_rank}+{row.rope_head_dim}" if row.attention == "mla"
-                     else str(row.n_kv_heads))
+            heads = ATTENTION[row.attention].heads_text(row)      # KV heads, or the latent
             share = "" if row.share_of_mha is None else f"{100 * row.share_of_mha:.1f}%"
             shown = (label, heads, s.binary_bytes(row.bytes_per_token, 1),
                      s.binary_bytes(row.batch_bytes), share)

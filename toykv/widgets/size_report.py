@@ -6,8 +6,8 @@ from toykv.sizing; this module adds what only the calculator needs (the counterf
 attention variants, GPU memory in GiB, the curve against context) and checks every input
 with toykv.validate. (It lives beside the widget for now; it can move to toykv.sizing.)
 
-GPU memory is in GiB (2^30 bytes): a GPU sold as "80 GB" has 80 GiB of memory, because
-memory chips come in powers of two (book/notation.md). Bandwidths stay decimal (GB/s).
+GPU memory is in GiB (2^30 bytes), as the card reports it (nvidia-smi's total): an A100 80GB
+reports 80 GiB, an H100 80GB 79.6 GiB (book/notation.md). Bandwidths stay decimal (GB/s).
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import hfconfig, sizing, validate, variants, zoo
+from ..layers import ATTENTION, attention_kind
 
 GiB = 2 ** 30
 PASTED_NAME = "pasted config.json"
@@ -134,7 +135,7 @@ def size_report(model: zoo.ZooModel, variant: str = "as built", bytes_per_value=
     kinds = config.layer_kinds
     return SizeReport(
         model=model.name, variant=variant, attention=config.attention,
-        n_kv_heads=None if config.attention == "mla" else config.n_kv_heads,
+        n_kv_heads=None if attention_kind(config).latent else config.n_kv_heads,
         bytes_per_value=bytes_per_value, context=context, batch=batch,
         gpu_memory_gib=gpu_memory_gib, gpu_bytes=gpu_bytes,
         full_layers=kinds.count("full"), sliding_layers=kinds.count("sliding"),
@@ -168,7 +169,7 @@ def variant_model(base: zoo.ZooModel, variant: str, kv_heads: int | None = None)
         kv_heads = default_kv_heads(base.config) if kv_heads is None else kv_heads
     try:
         config = variants.with_attention(base.config, variant, n_kv_heads=kv_heads,
-                                         **(MLA_LATENT if variant == "mla" else {}))
+                                         **(MLA_LATENT if ATTENTION[variant].latent else {}))
     except ValueError as err:
         label = dict((key, label) for label, key in VARIANTS)[variant]
         extra = f" with {kv_heads} KV heads" if variant == "gqa" else ""
@@ -201,7 +202,7 @@ def variant_rows(base: zoo.ZooModel, bytes_per_value=2, context: int = 8192, bat
     mha = next((b for key, _, _, b in sized if key == "mha"), None)
     rows = []
     for key, label, config, batch_bytes in sized:
-        mla = config is not None and config.attention == "mla"
+        mla = config is not None and attention_kind(config).latent
         rows.append(VariantRow(
             key=key, label=label, attention=config and config.attention,
             n_kv_heads=None if config is None or mla else config.n_kv_heads,

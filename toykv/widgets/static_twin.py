@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import sizing, zoo
+from ..layers import attention_kind
 from . import _style as s
 from . import attention_view
 from .cache_fill_view import CELL_CSS, LEGEND, STATES
@@ -56,8 +57,9 @@ def layout(config, base_config=None) -> dict:
     per_token = sizing.kv_values_per_token(config)
     if growing and per_token % growing:
         raise AssertionError(f"{per_token} values per token do not split over {growing} layers")
-    mla = config.attention == "mla"
-    return {"attention": config.attention, "n_kv_heads": None if mla else config.n_kv_heads,
+    mla = attention_kind(config).latent
+    return {"attention": config.attention, "latent": mla,
+            "n_kv_heads": None if mla else config.n_kv_heads,
             "kv_lora_rank": config.kv_lora_rank if mla else None,
             "rope_head_dim": config.rope_head_dim if mla else None,
             "full": kinds.count("full"), "sliding": kinds.count("sliding"),
@@ -133,8 +135,8 @@ def size_calculator_html(calc) -> str:
         f"{_number('gpu_memory_gib', 'GPU memory (GiB)', st['gpu_memory_gib'], *GPU_MEMORY_GIB, 'any')}"
         f"</div><div class='toykv-controls'>"
         f"{_range('context', 'context (tokens per sequence)', index, len(CONTEXTS))}</div>"
-        "<div class='toykv-hint'>The batch and GPU memory apply on Enter. GiB = 2^30 bytes: a "
-        "GPU sold as \"80 GB\" has 80 GiB.</div>")
+        "<div class='toykv-hint'>The batch and GPU memory apply on Enter. GiB = 2^30 bytes, "
+        "as the card reports it: an A100 80GB 80, an H100 80GB 79.6.</div>")
     terms = "".join(f"<li><b>{s.esc(t)}</b>: {s.esc(x)}</li>" for t, x in TERMS)
     body = (controls + "<div data-part='message' role='status' aria-live='polite'></div>"
             "<div class='toykv-row'><div data-part='numbers' style='min-width:330px'></div>"
@@ -155,10 +157,9 @@ def cache_fill_data(fill) -> dict:
     for run in runs:
         for frame in run["frames"]:
             assert all(abs(v) <= SAFE_INTEGER for k, v in frame.items() if k.startswith("flops"))
-    mla = fill.model.config.attention == "mla"
     data = {"limit": fill.limit, "limited_by": fill.limited_by, "row_labels": fill.row_labels,
             "arrays_per_layer": len(fill.row_labels) // fill.model.config.n_layers,
-            "what_rows": "latent c_kv or rotary key k_rope" if mla else "K or V",
+            "what_rows": attention_kind(fill.model.config).cached,
             "show_evicted": "sliding" in fill.model.config.layer_kinds,
             "states": list(STATES), "legend": LEGEND, "cell_css": CELL_CSS, "runs": runs,
             "seed": fill.seed, "kv_dtype": fill.kv_dtype, "default_model": fill.default_model,
@@ -246,8 +247,8 @@ def cache_fill_html(fill) -> str:
 
 
 def share_explorer_data(explorer) -> dict:
-    from .share_explorer import (BEYOND_DASH, MAX_MODELS, MODEL_STYLES, PERCENT_TICKS,
-                                 SHARE_CONTEXTS)
+    from .share_explorer_view import (BEYOND_DASH, MAX_MODELS, MODEL_STYLES, PERCENT_TICKS,
+                                      SHARE_CONTEXTS)
 
     models = [{"key": m["key"], "max_seq_len": m["max_seq_len"], "verified": m["verified"],
                "read_weight_bytes": m["read_weight_bytes"],

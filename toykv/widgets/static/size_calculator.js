@@ -202,7 +202,7 @@
         const lay = row.layout;
         const label = row.key === "as built" ? `as built (${lay.attention.toUpperCase()})`
           : row.label;
-        const heads = lay.attention === "mla" ? `latent ${lay.kv_lora_rank}+${lay.rope_head_dim}`
+        const heads = lay.latent ? `latent ${lay.kv_lora_rank}+${lay.rope_head_dim}`
           : String(lay.n_kv_heads);
         const share = row.share_of_mha === null ? "" : L.fixed(100 * row.share_of_mha, 1) + "%";
         shown = [L.esc(label), L.esc(heads),
