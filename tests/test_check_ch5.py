@@ -62,3 +62,79 @@ def test_wrong_types_are_named(capsys):
     assert "whole number" in capsys.readouterr().out
     assert not ch5_ex2("34.9")
     assert "tokens per second" in capsys.readouterr().out
+
+
+# -- exercise 5: decode_bound, a function the check runs -------------------------------------
+from toykv import flops, sizing  # noqa: E402
+from toykv.check import ch5_ex5  # noqa: E402
+
+
+def _parts(config, S, B):
+    """A step's FLOPs and bytes, by the exercise's recipe (bf16 weights and cache)."""
+    return (B * flops.cached_step_flops(config, S),
+            sizing.weight_bytes_read(config, batch=B), sizing.kv_cache_bytes(config, S, B))
+
+
+def bound_right(config, S, B, hw):
+    f, w, kv = _parts(config, S, B)
+    return B / max(f / hw.peak_flops, (w + kv) / hw.bandwidth)
+
+
+def bound_cache_once(config, S, B, hw):
+    f, w, _ = _parts(config, S, B)
+    return B / max(f / hw.peak_flops, (w + sizing.kv_cache_bytes(config, S)) / hw.bandwidth)
+
+
+def bound_no_cache(config, S, B, hw):
+    f, w, _ = _parts(config, S, B)
+    return B / max(f / hw.peak_flops, w / hw.bandwidth)
+
+
+def bound_bytes_only(config, S, B, hw):
+    _, w, kv = _parts(config, S, B)
+    return B * hw.bandwidth / (w + kv)
+
+
+def bound_min(config, S, B, hw):
+    f, w, kv = _parts(config, S, B)
+    return B / min(f / hw.peak_flops, (w + kv) / hw.bandwidth)
+
+
+def bound_sum(config, S, B, hw):
+    f, w, kv = _parts(config, S, B)
+    return B / (f / hw.peak_flops + (w + kv) / hw.bandwidth)
+
+
+def bound_per_sequence(config, S, B, hw):
+    return bound_right(config, S, B, hw) / B
+
+
+def bound_seconds(config, S, B, hw):
+    return B / bound_right(config, S, B, hw)
+
+
+def test_ex5_a_right_function_passes(capsys):
+    assert_right(ch5_ex5, bound_right, capsys)
+    import numpy as np                                     # a numpy number is a number too
+    assert_right(ch5_ex5, lambda *args: np.float64(bound_right(*args)), capsys)
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (bound_cache_once, "its own cache"), (bound_no_cache, "cache too"),
+    (bound_bytes_only, "past the ridge point"), (bound_min, "not the smaller"),
+    (bound_sum, "not their sum"), (bound_per_sequence, "one sequence's tokens"),
+    (bound_seconds, "the step's time"), (lambda *args: 1.0, "B / max("),
+])
+def test_ex5_typical_mistakes_get_their_hint(fn, hint, capsys):
+    assert_hint(ch5_ex5, fn, hint, capsys)
+
+
+def test_ex5_broken_functions_get_a_verdict(capsys):
+    def raises(config, S, B, hw):
+        raise ZeroDivisionError("oops")
+    assert_hint(ch5_ex5, raises, "ZeroDivisionError", capsys)
+    assert_hint(ch5_ex5, lambda *args: "12", capsys=capsys, text="a number of tokens")
+    assert_hint(ch5_ex5, lambda *args: float("nan"), capsys=capsys, text="a number of tokens")
+    assert_hint(ch5_ex5, 42.0, "decode_bound function itself", capsys)
+    assert not ch5_ex5(None)
+    assert capsys.readouterr().out.strip() == NOT_ANSWERED

@@ -48,6 +48,7 @@ def test_none_is_not_answered(check, capsys):
     (ch6_ex2, int((24 * GiB - 2 * 8.2e9) // PER_SEQ), "reports 23,034 MiB", EX2),
     (ch6_ex2, int(ROOM // (4 * PER_SEQ)), "KV heads", EX2),
     (ch6_ex2, int(L4_REPORTS // PER_SEQ), "weights", EX2),
+    (ch6_ex2, round(ROOM / PER_SEQ), "round the number of sequences down", EX2),
     (ch6_ex3, (22_048 // 1536, 41_920 // 1536), "output tokens", EX3),
     (ch6_ex3, (EX3[1], EX3[0]), "(bf16, fp8)", EX3),
     (ch6_ex4, _plan(99), "99th", ()),
@@ -107,3 +108,6 @@ def test_ex5_form_and_names(capsys):
                       (("l4", "82"), "milliseconds")]:
         assert not ch6_ex5(bad)
         assert text in capsys.readouterr().out
+    ch6_ex5(("h100-sxm", 28.7))                         # refused: not offered as a choice
+    out = capsys.readouterr().out
+    assert "h100-sxm" not in out.split("the name one of")[1]

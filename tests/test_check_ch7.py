@@ -92,7 +92,8 @@ def absorbed(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, scale=None, rope=True, ax
 
 
 def expanded(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv):
-    """The same step the expanded way, head by head with plain loops: also right."""
+    """The same step the expanded way, head by head with plain loops: the right outputs, but
+    the exercise asks to build no per-head key or value."""
     H, hd = q_nope.shape
     out = np.zeros((H, hd))
     for h in range(H):
@@ -109,7 +110,7 @@ def ring_positions(n_seen, window):
 
 
 @pytest.mark.parametrize("check, answer", [
-    (ch7_ex5, absorbed), (ch7_ex5, expanded),
+    (ch7_ex5, absorbed),
     (ch7_ex5, lambda *a: absorbed(*a).astype(np.float32)),
     (ch7_ex6, ring_positions), (ch7_ex6, lambda n, w: np.array(ring_positions(n, w))),
     (ch7_ex6, lambda n, w: tuple(float(p) for p in ring_positions(n, w)))])
@@ -119,11 +120,17 @@ def test_right_functions_pass(check, answer, capsys):
 
 
 @pytest.mark.parametrize("check, wrong, hint", [
+    (ch7_ex5, expanded, "expanded way"),
+    (ch7_ex5, lambda q, qr, c, kr, wk, wv: np.einsum(          # all heads' keys at once
+        "hs,shd->hd", _softmax((np.einsum("hd,shd->hs", q, np.einsum(
+            "sr,rhd->shd", c, wk.reshape(len(wk), *q.shape))) + qr @ kr.T)
+            / np.sqrt(q.shape[1] + qr.shape[1])),
+        np.einsum("sr,rhd->shd", c, wv.reshape(len(wv), *q.shape))), "expanded way"),
     (ch7_ex5, lambda *a: absorbed(*a, rope=False), "rotary part"),
     (ch7_ex5, lambda *a: absorbed(*a, scale=a[0].shape[1]), "sqrt(d_h + d_h^R)"),
     (ch7_ex5, lambda *a: absorbed(*a, axis=0), "over the positions"),
     (ch7_ex5, lambda *a: absorbed(*a, heads_last=True), "(r, H, d_h)"),
-    (ch7_ex5, lambda *a: absorbed(*a, project=False), "W_UV^(h)"),
+    (ch7_ex5, lambda *a: absorbed(*a, project=False), "W_UV^(a)"),
     (ch7_ex5, lambda *a: np.zeros_like(a[0]), "q_lat"),
     (ch7_ex5, lambda *a: np.zeros(3), "shape (H, d_h)"),
     (ch7_ex5, lambda *a: 1 / 0, "ZeroDivisionError"),
@@ -132,6 +139,8 @@ def test_right_functions_pass(check, answer, capsys):
     (ch7_ex6, lambda n, w: [p + 1 for p in ring_positions(n, w)], "count from 0"),
     (ch7_ex6, lambda n, w: [n - 1 - (n - 1 - s) % w for s in range(w)], "min(n_seen, window)"),
     (ch7_ex6, lambda n, w: [0] * min(n, w), "latest position"),
+    (ch7_ex6, lambda n, w: [p + 0.4 for p in ring_positions(n, w)], "whole number"),
+    (ch7_ex6, lambda n, w: [p + 0.5 for p in ring_positions(n, w)], "whole number"),
     (ch7_ex6, lambda n, w: [], "one position per slot"),
     (ch7_ex6, lambda n, w: 1 / 0, "ZeroDivisionError"),
     (ch7_ex6, "ring", "ring_positions function itself"),

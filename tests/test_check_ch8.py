@@ -1,6 +1,7 @@
 """toykv.check.ch8: official answers pass, typical mistakes get their hint, None is unanswered."""
 import pytest
 
+from check_helpers import assert_hint, assert_right
 from toykv.check import NOT_ANSWERED, ch8_ex1, ch8_ex2, ch8_ex3, ch8_ex4
 
 # Llama 3.1 8B: the bf16 weights a step reads (8.03B less its untied 128,256 x 4,096 input
@@ -20,6 +21,14 @@ EX4 = MM2 / 2**30
 def test_official_answers_pass(check, answer, capsys):
     assert check(answer)
     assert capsys.readouterr().out.startswith("Right.")
+
+
+def test_ex1_the_parameters_counted_from_the_shapes_are_right_too(capsys):
+    # chapters 5 and 6 count Llama 3.1 8B's parameters from its shapes: 8,030,261,248
+    counted = 2 * (8_030_261_248 - 128_255 * 4_096)
+    assert ch8_ex1(-(-counted // KV8))
+    assert capsys.readouterr().out.startswith("Right.")
+    assert -(-counted // KV8) == EX1 + 4
 
 
 def test_ex3_official_answer_by_hand(capsys):
@@ -81,3 +90,57 @@ def test_wrong_types_are_named(capsys):
     assert "whole number" in capsys.readouterr().out
     assert not ch8_ex4("254")
     assert "GiB" in capsys.readouterr().out
+
+
+# -- exercise 5: two_bandwidths, a function the check runs ------------------------------------
+import numpy as np  # noqa: E402
+
+from toykv import longctx  # noqa: E402
+from toykv.check import ch8_ex5  # noqa: E402
+
+
+def fit_right(w, kv, t):
+    kv = np.asarray(kv, dtype=float)
+    A = np.stack([np.full_like(kv, w), kv], axis=1)
+    (per_w, per_kv), *_ = np.linalg.lstsq(A, np.asarray(t, dtype=float), rcond=None)
+    return 1 / per_w, 1 / per_kv
+
+
+def fit_by_toykv(w, kv, t):                  # anchored, relative errors: exact data, same answer
+    fit = longctx.fit_two_bandwidths(w, kv, t)
+    return fit["beta_weights"], fit["beta_kv"]
+
+
+def fit_first_step(w, kv, t):                # the shortest step's cache forgotten
+    return w / t[0], (kv[-1] - kv[0]) / (t[-1] - t[0])
+
+
+def fit_one(w, kv, t):                       # one bandwidth for every byte
+    total = w + np.asarray(kv)
+    beta = float(total @ t / (np.asarray(t) @ t))
+    return beta, beta
+
+
+@pytest.mark.parametrize("fn", [fit_right, fit_by_toykv, lambda *a: list(fit_right(*a)),
+                                lambda *a: np.array(fit_right(*a))])
+def test_ex5_right_functions_pass(fn, capsys):
+    assert_right(ch8_ex5, fn, capsys)
+
+
+@pytest.mark.parametrize("fn, hint", [
+    (lambda *a: fit_right(*a)[::-1], "weights' bandwidth first"),
+    (lambda *a: tuple(1 / x for x in fit_right(*a)), "seconds per byte"),
+    (fit_first_step, "reads its cache too"), (fit_one, "one bandwidth for every byte"),
+    (lambda *a: (1e9, 1e9 + 1), "np.linalg.lstsq"),
+])
+def test_ex5_typical_mistakes_get_their_hint(fn, hint, capsys):
+    assert_hint(ch8_ex5, fn, hint, capsys)
+
+
+def test_ex5_broken_functions_get_a_verdict(capsys):
+    def raises(w, kv, t):
+        raise ValueError("no")
+    assert_hint(ch8_ex5, raises, "ValueError", capsys)
+    assert_hint(ch8_ex5, lambda *a: {"w": 1.0}, "a pair of numbers", capsys)
+    assert_hint(ch8_ex5, lambda *a: (1.0, float("inf")), "a pair of numbers", capsys)
+    assert_hint(ch8_ex5, 3.0, "two_bandwidths function itself", capsys)

@@ -131,6 +131,9 @@ def test_ex5(capsys):
     assert_hint(check.ch9_ex5, lambda k, b: np.clip(
         np.rint((k - k.min(0)) / ((k.max(0) - k.min(0)) / 2**b)), 0, 2**b - 1)
         * (k.max(0) - k.min(0)) / 2**b + k.min(0), "2^b - 1 steps", capsys)
+    assert_hint(check.ch9_ex5, lambda k, b: np.rint(                     # not clipped either
+        (k - k.min(0)) / ((k.max(0) - k.min(0)) / 2**b))
+        * (k.max(0) - k.min(0)) / 2**b + k.min(0), "cannot hold", capsys)
     assert_hint(check.ch9_ex5, lambda k, b: np.floor(
         (k - k.min(0)) / ((k.max(0) - k.min(0)) / (2**b - 1)))
         * (k.max(0) - k.min(0)) / (2**b - 1) + k.min(0), "np.rint", capsys)

@@ -4,11 +4,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import make_model, token_ids
 
 from toykv import ModelConfig, ToyTransformer, source_toy, zoo
 from toykv.sizing import (decode_step_bytes, kv_bytes_per_token, kv_cache_bytes, kv_share,
                           kv_projection_params, kv_values_per_token, max_tokens_per_second,
-                          param_count, relative_decode_speed, weight_bytes, weight_bytes_read)
+                          param_count, relative_decode_speed, sequences_that_fit,
+                          weight_bytes, weight_bytes_read)
 
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 SEVEN_B = ModelConfig(vocab_size=32000, d_model=4096, n_layers=32, n_heads=32, d_ff=11008)
@@ -74,7 +76,7 @@ def test_decode_step_bytes_by_the_rule_and_by_the_essays_convention():
     llama = zoo.get("llama-3.1-8b")
     kv = 2 * 32 * 8 * 128 * 131_072 * 2              # 2 L H_kv d_h S b
     rule = decode_step_bytes(llama, 131_072)
-    assert rule == {"weights": 15_009_335_040, "kv": kv, "expanded": 0,
+    assert rule == {"weights": 15_009_335_040, "kv": kv, "kv_stored": kv, "expanded": 0,
                     "total": 15_009_335_040 + kv, "share": kv / (15_009_335_040 + kv)}
     essay = decode_step_bytes(llama, 131_072, weights="active")
     assert essay["weights"] == 16_060_000_000 and essay["share"] < rule["share"]
@@ -372,7 +374,7 @@ def test_kv_sharing_drops_the_reusing_layers_kv_projections():
     dropped = 16 * 2 * 4096 * 1024                      # wk and wv of 16 reusing layers
     plain, shared = (decode_step_bytes(llama8, 131_072, kv_sharing=s) for s in (1, 2))
     assert plain["weights"] - shared["weights"] == 2 * dropped      # bf16
-    assert shared["kv"] * 2 == plain["kv"]
+    assert shared["kv_stored"] * 2 == plain["kv_stored"] == plain["kv"]
     assert shared["share"] == shared["kv"] / (shared["kv"] + shared["weights"])
     assert kv_share(llama8, 131_072, kv_sharing=2) == shared["share"]
     active = decode_step_bytes(llama8, 10, weights="active", kv_sharing=2)["weights"]
@@ -380,6 +382,39 @@ def test_kv_sharing_drops_the_reusing_layers_kv_projections():
     v2 = zoo.get("deepseek-v2").config
     assert kv_projection_params(v2, 2) == 30 * (5120 * 576 + 512)  # W_DKV and the latent's norm
     assert kv_projection_params(v2, 1) == 0
+
+
+def test_kv_sharing_cuts_the_bytes_held_not_the_bytes_a_step_reads():
+    # every layer attends over the cache it uses after the previous layer has finished, so a
+    # cache shared by s layers is read s times a step (austin2025scaling): at 128K tokens,
+    # batch 1, only W_K and W_V of the 16 reusing layers drop out of the bytes read
+    llama8 = zoo.get("llama-3.1-8b")
+    S, per_layer = 131_072, 2 * 8 * 128 * 2                 # bf16 bytes per token and layer
+    plain, shared = (decode_step_bytes(llama8, S, kv_sharing=s) for s in (1, 2))
+    assert shared["kv"] == plain["kv"] == 32 * per_layer * S == 17_179_869_184
+    assert shared["kv_stored"] == 16 * per_layer * S
+    assert plain["total"] - shared["total"] == 2 * 16 * 2 * 4096 * 1024      # W_K, W_V
+    assert round(plain["total"] / 1e9, 2) == 32.19 and round(shared["total"] / 1e9, 2) == 31.92
+    assert kv_share(llama8, S, kv_sharing=2) > kv_share(llama8, S)  # fewer weights, same cache
+    gemma = zoo.get("gemma-3-27b").config                   # windows: each layer its own kind
+    read = decode_step_bytes(gemma, S, kv_sharing=2)
+    per_layer = 2 * 16 * 128 * 2
+    assert read["kv"] == kv_cache_bytes(gemma, S) == (52 * 1024 + 10 * S) * per_layer
+    assert read["kv_stored"] == (26 * 1024 + 5 * S) * per_layer     # ceil(52/2), ceil(10/2)
+
+
+def test_kv_sharing_fits_more_sequences():
+    # what sharing buys is room: the cache held halves, so twice the sequences fit (and the
+    # freed W_K, W_V make no room for a 33rd)
+    from toykv.sizing import sequences_that_fit
+    llama8, memory = zoo.get("llama-3.1-8b"), 80 * 2**30
+    room = memory - 2 * llama8.total_params
+    assert sequences_that_fit(llama8, 32_768, memory) == room // (32 * 4096 * 32_768) == 16
+    dropped = 16 * 2 * 4096 * 1024                          # the reusing layers' W_K, W_V
+    assert sequences_that_fit(llama8, 32_768, memory, kv_sharing=2) == \
+        (room + 2 * dropped) // (16 * 4096 * 32_768) == 32
+    with pytest.raises(ValueError, match="kv_sharing"):
+        sequences_that_fit(llama8, 32_768, memory, kv_sharing=0)
 
 
 @pytest.mark.parametrize("name", ["llama-3.1-8b", "gemma-3-27b", "deepseek-v2", "gpt-oss-120b",
@@ -415,5 +450,24 @@ def test_a_config_that_shares_counts_what_the_kv_sharing_argument_counts(name, s
     assert param_count(model.config) - param_count(shared) == \
         kv_projection_params(model.config, s)
     assert kv_projection_params(shared) == 0
+    step, by_argument = decode_step_bytes(shared, 70_000), \
+        decode_step_bytes(model.config, 70_000, kv_sharing=s)
+    assert step == by_argument and step["kv"] > step["kv_stored"]      # read by every layer
+    assert kv_share(shared, 70_000) == kv_share(model.config, 70_000, kv_sharing=s)
+    assert sequences_that_fit(shared, 70_000, 10 ** 12) == \
+        sequences_that_fit(model.config, 70_000, 10 ** 12, kv_sharing=s)
     with pytest.raises(ValueError, match="already shares"):
         kv_bytes_per_token(shared, kv_sharing=2)
+
+
+@pytest.mark.parametrize("name", ["shared", "lowrank_shared", "mla_shared"])
+def test_a_sharing_models_cache_holds_what_a_step_counts_as_stored(name):
+    """toykv's model running kv_sharing: cache.nbytes is decode_step_bytes' 'kv_stored' (the
+    storing layers), and 'kv' counts every layer reading the cache it attends to."""
+    model = make_model(name)
+    cache = model.new_cache()
+    model.forward(token_ids(13), cache)
+    step = decode_step_bytes(model.config, 13, 1, 4, 4)
+    assert cache.nbytes == step["kv_stored"] == kv_cache_bytes(model.config, 13, 1, 4)
+    unshared = replace(model.config, kv_sharing=1)
+    assert step["kv"] == kv_cache_bytes(unshared, 13, 1, 4) > step["kv_stored"]

@@ -1,6 +1,7 @@
 """toykv.timing: runs timed in turns, the fastest of each kept; the runners the chapters time."""
 import time
 
+import numpy as np
 import pytest
 
 from conftest import make_model
@@ -95,6 +96,24 @@ def test_weight_products_multiply_every_weight_of_a_step_once():
     c = model.config
     assert weights == 590_464 - (2 * c.n_layers + 1) * c.d_model
     assert timing.weight_products(model)() is None
+
+
+def test_weight_products_take_as_many_rows_as_a_batch(monkeypatch):
+    seen = []
+
+    class Watched(np.ndarray):                     # a weight that notes who multiplies it
+        def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+            seen.append(inputs[0].shape)
+            return getattr(ufunc, method)(*(np.asarray(x) for x in inputs), **kwargs)
+
+    w = np.ones((8, 3), np.float32).view(Watched)
+    monkeypatch.setattr(timing, "step_matrices", lambda model: [w])
+    timing.weight_products(None, rows=2)()
+    timing.weight_products(None)()
+    assert seen == [(2, 8), (1, 8)]
+    for bad in (0, 1.5, "2"):
+        with pytest.raises(ValueError, match="rows"):
+            timing.weight_products(None, rows=bad)
 
 
 def test_tiny_model_keeps_the_layers_and_shrinks_the_matrices():

@@ -47,7 +47,7 @@ from .config import ModelConfig, check_config
 from .flops import forward_flops
 from .paged import BlockManager, BlockPool
 from .roofline import Hardware
-from .sizing import kv_cache_bytes, weight_bytes_read
+from .sizing import kv_cache_bytes, read_config, weight_bytes_read
 
 BATCHING = ("continuous", "static")
 MAX_REQUESTS = 100_000          # a simulated mix has at most this many requests
@@ -124,8 +124,9 @@ class StepModel:
         flops += sum(forward_flops(c, 1, ctx - 1) for ctx in contexts)
         rows = len(prefills) + len(contexts)
         nbytes = weight_bytes_read(c, self.bytes_per_param, max(rows, 1))
-        nbytes += sum(kv_cache_bytes(c, ctx, 1, self.bytes_per_value) for ctx in contexts)
-        nbytes += sum(kv_cache_bytes(c, new + cached, 1, self.bytes_per_value)
+        read = read_config(c)                       # each layer reads the cache it attends to
+        nbytes += sum(kv_cache_bytes(read, ctx, 1, self.bytes_per_value) for ctx in contexts)
+        nbytes += sum(kv_cache_bytes(read, new + cached, 1, self.bytes_per_value)
                       for new, cached in prefills)
         return flops, nbytes
 

@@ -6,12 +6,17 @@ per token and layer (deepseek2024v2, Table 1). Sliding layers stop at w = slidin
 tokens; linear-attention layers hold a fixed state. Each layer says what it holds and weighs
 (toykv.layers: config.layers); this module adds them up. Every count is an exact Python int.
 kv_sharing = s > 1 sizes cross-layer KV sharing (brandon2024cla, characterai2024inference):
-of each kind's layers, one in s stores K and V and the next s - 1 reuse them. A config built
+of each kind's layers, one in s stores K and V and the next s - 1 reuse them. Sharing cuts the
+bytes a cache holds, not the bytes a decode step reads from it: every layer attends over the
+cache it uses after the layer before it has finished, so a shared cache is read once by each
+layer that uses it (austin2025scaling, the inference chapter). decode_step_bytes tells the two
+apart ('kv' read, 'kv_stored' held); sequences_that_fit counts what is held. A config built
 with kv_sharing = s (one the model runs) describes those layers itself; its count is the same.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -46,6 +51,12 @@ def kv_layer_groups(config: ModelConfig, kv_sharing=1) -> list[tuple]:
                          f"{config.kv_sharing}): give kv_sharing=1, the config counts it")
     return [(spec, n if spec.kind == "linear" else math.ceil(n / s))
             for spec, n in config.layer_groups]
+
+
+def read_config(config: ModelConfig) -> ModelConfig:
+    """The config whose cache a decode step reads: every layer reads the cache it attends to,
+    so a config that shares (config.kv_sharing > 1) reads what its unshared twin holds."""
+    return config if config.kv_sharing == 1 else replace(config, kv_sharing=1)
 
 
 def kv_projection_params(config: ModelConfig, kv_sharing=1) -> int:
@@ -161,10 +172,11 @@ def _step_weights(model, bytes_per_param, batch, weights: str, kv_sharing=1) -> 
 def decode_step_bytes(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
                       scale_bytes=0, weights: str = "read", kv_sharing=1,
                       expanded: bool = False) -> dict:
-    """Bytes one decode step moves at `tokens` of context per sequence (the new token
+    """Bytes one decode step reads at `tokens` of context per sequence (the new token
     included), for `batch` sequences: the course's one count of a step's bytes.
-    {'weights': read once for the batch, 'kv': every sequence's cache held, 'expanded', 'total',
-    'share': kv / total}. Exact integers, except the share.
+    {'weights': read once for the batch, 'kv': every sequence's cache as the layers read it,
+    'kv_stored': the cache they hold, 'expanded', 'total', 'share': kv / total}. Exact
+    integers, except the share.
     expanded=True counts what MLA's expanded form (toykv's absorb=False) writes and reads back
     of the keys and values it rebuilds from the latents: 2 H d_h float32 values per held
     position (toykv computes in float32), 0 for every other attention kind. A served MLA model
@@ -172,19 +184,24 @@ def decode_step_bytes(model, tokens, batch=1, bytes_per_value=2, bytes_per_param
 
     weights='read' is the course's rule (weight_bytes_read); weights='active' counts every
     active parameter, an untied input embedding whole: the convention of source_essay_kv_share.
-    kv_sharing = s > 1: cross-layer KV sharing, fewer layers' caches and K/V projections.
+    kv_sharing = s > 1: cross-layer KV sharing. Fewer layers store a cache ('kv_stored') and the
+    reusing layers have no K/V projections, but every layer still reads the cache it attends
+    to, so 'kv' is the unshared cache's bytes. A config that shares (config.kv_sharing = s,
+    one toykv's model runs) counts the same: 'kv_stored' is then its cache.nbytes.
     scale_bytes: per token, layer and K/V head (an int8 cache's float32 scale: 4).
     toykv's own float32 model: bytes_per_value=4, bytes_per_param=4.
     """
     config, _ = model_parts(model)
     validate.flag("expanded", expanded)
     w = _step_weights(model, bytes_per_param, batch, weights, kv_sharing)
-    kv = kv_cache_bytes(config, tokens, batch, bytes_per_value, scale_bytes, kv_sharing)
+    kv = kv_cache_bytes(read_config(config), tokens, batch, bytes_per_value,
+                        scale_bytes)                                              # every layer
+    stored = kv_cache_bytes(config, tokens, batch, bytes_per_value, scale_bytes, kv_sharing)
     rebuilt = 0 if not expanded else sum(n * spec.rebuilt_values(False) * spec.held(tokens)
                                          for spec, n in config.layer_groups)   # MLA only
     rebuilt = 2 * 4 * rebuilt * validate.count("batch", batch, 1)   # float32, written + read
     total = w + kv + rebuilt
-    return {"weights": w, "kv": kv, "expanded": rebuilt, "total": total,
+    return {"weights": w, "kv": kv, "kv_stored": stored, "expanded": rebuilt, "total": total,
             "share": kv / total if total else 0.0}
 
 
@@ -196,13 +213,14 @@ def kv_share(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
     The weights are read once per step for the whole batch; every sequence's cache is read.
     tokens: an int (returns a float), or an array, list or tuple of ints (returns an array of
     the same shape). weights='active': the source essay's convention (decode_step_bytes).
-    kv_sharing: cross-layer KV sharing, as in decode_step_bytes.
+    kv_sharing: cross-layer KV sharing, as in decode_step_bytes (each layer still reads the
+    cache it attends to; only the reusing layers' K/V projections drop out of the weights).
     """
     config, _ = model_parts(model)
     w = _step_weights(model, bytes_per_param, batch, weights, kv_sharing)
 
     def share(n):
-        kv = kv_cache_bytes(config, n, batch, bytes_per_value, kv_sharing=kv_sharing)
+        kv = kv_cache_bytes(read_config(config), n, batch, bytes_per_value)   # every layer
         return kv / (kv + w) if kv + w else 0.0
 
     if isinstance(tokens, (np.ndarray, list, tuple)):      # many contexts: as many shares
@@ -221,15 +239,18 @@ def relative_decode_speed(model, tokens, batch=1, bytes_per_value=2, bytes_per_p
                         kv_sharing)
 
 
-def sequences_that_fit(model, tokens, memory_bytes, bytes_per_value=2, bytes_per_param=2) -> int:
+def sequences_that_fit(model, tokens, memory_bytes, bytes_per_value=2, bytes_per_param=2,
+                       kv_sharing=1) -> int:
     """The memory ceiling on batch size: how many sequences of `tokens` tokens have room for
     their cache beside all the weights (a MoE model keeps every expert in memory) in
-    memory_bytes. 0 when the weights alone do not fit."""
+    memory_bytes. 0 when the weights alone do not fit. kv_sharing = s: the cache held is
+    the storing layers' (kv_layer_groups), and the reusing layers hold no K/V projections."""
     config, _ = model_parts(model)
     total = model.total_params if hasattr(model, "total_params") else param_count(config)
     memory = validate.exact_number("memory_bytes", memory_bytes)
+    total -= kv_projection_params(config, kv_sharing)
     room = memory - weight_bytes(total, bytes_per_param)
-    per_sequence = kv_cache_bytes(config, tokens, 1, bytes_per_value)
+    per_sequence = kv_cache_bytes(config, tokens, 1, bytes_per_value, kv_sharing=kv_sharing)
     if per_sequence == 0:
         raise ValueError("a sequence of tokens=0 has no cache: give tokens >= 1")
     return max(0, int(room // per_sequence))
@@ -242,7 +263,7 @@ def max_tokens_per_second(bandwidth_bytes_per_s, bytes_per_step) -> float:
     return float(bandwidth / step)
 
 
-__all__ = ["kv_layer_groups", "kv_projection_params", "kv_values_per_token",
+__all__ = ["kv_layer_groups", "read_config", "kv_projection_params", "kv_values_per_token",
            "kv_bytes_per_token", "kv_cache_bytes", "param_count", "weight_bytes", "model_parts",
            "weight_bytes_read", "decode_step_bytes", "kv_share",
            "relative_decode_speed", "max_tokens_per_second", "sequences_that_fit"]

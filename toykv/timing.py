@@ -131,15 +131,17 @@ def flush_caches(nbytes: int = FLUSH_BYTES) -> None:
     np.add(_flush_buffers[nbytes], 1, out=_flush_buffers[nbytes])
 
 
-def weight_products(model):
-    """A runner of a decode step's weight products alone: one row through every weight matrix
-    the step multiplies (step_matrices), back to back, nothing in between."""
+def weight_products(model, rows: int = 1):
+    """A runner of a decode step's weight products alone: `rows` rows (one per sequence of a
+    batch) through every weight matrix the step multiplies (step_matrices), back to back,
+    nothing in between."""
+    rows = validate.count("rows", rows, 1)
     matrices = step_matrices(model)
-    rows = {w.shape[0]: np.ones((1, w.shape[0]), np.float32) for w in matrices}   # [1, in]
+    x = {w.shape[0]: np.ones((rows, w.shape[0]), np.float32) for w in matrices}  # [rows, in]
 
     def run():
         for w in matrices:
-            rows[w.shape[0]] @ w                                                   # [1, out]
+            x[w.shape[0]] @ w                                                   # [rows, out]
     return run
 
 

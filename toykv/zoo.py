@@ -3,8 +3,8 @@
 Every number was read in the public sources its entry names: the SOURCES (model cards,
 technical reports, the configs publishers released and repositories that copy them), and
 for a few numbers the file they came from. An entry with a number no source confirmed is
-marked verified=False, and its notes say which. tests/test_zoo.py asserts every figure as
-those sources give it. Configs carry shapes only: rope_theta and norm_eps keep toykv's
+marked verified=False, and its notes say which. Every figure is as those sources give it
+(the repository's tests check each one against them). Configs carry shapes only: rope_theta and norm_eps keep toykv's
 defaults, which no size here depends on. For MoE models d_ff is one expert's width;
 ZooModel carries the real total and active parameter counts.
 """

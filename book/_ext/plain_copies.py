@@ -90,8 +90,9 @@ nbgrader names a student by the user name of the account that ran `nbgrader subm
 JupyterHub, the hub user). Without an exchange, put each submission in
 submitted/<student id>/<chapter>/ yourself, then autograde and export. The book's page
 "For instructors" says more. Change points in the cells' nbgrader metadata (Jupyter's
-Create Assignment toolbar). nbgrader_config.py sets the course id, the exchange, the
-solution stubs and the autograde timeout.
+Create Assignment toolbar). nbgrader_config.py sets the course id, the solution stubs and
+the autograde timeout; the exchange is nbgrader's default, /srv/nbgrader/exchange, unless you
+uncomment its line there and give another folder.
 Licence: code MIT, text and figures CC BY 4.0 (see the repository's LICENSE and LICENSE-text).
 """
 TEST_CELL = """\

@@ -277,6 +277,28 @@ def function_check(answer, cases, hints, what: str, name: str, right: str = "",
     return answer_check(slip, "right", hints=hints, wrong=wrong(wrong_at))
 
 
+def not_a_function(answer, name: str) -> Verdict | None:
+    """For a check that runs the student's function `name`: the verdict for None (not answered
+    yet) or for an answer that is not callable; None when answer is a function to run."""
+    if answer is None or answer is Ellipsis:
+        return _say(False, NOT_ANSWERED)
+    if not callable(answer):
+        return _say(False, f"Not right yet: answer should be your {name} function itself "
+                           f"(answer = {name}), got {describe(plain(answer))}.")
+    return None
+
+
+def verdict_from_slips(matched, hints) -> Verdict:
+    """matched: for each case the function was run on, the set of names its result agreed with
+    ('right', or a typical slip named in hints). Right when every case agreed with 'right';
+    else the hint of the first slip every case agreed with, else hints' 'other'."""
+    common = set.intersection(*matched)
+    if "right" in common:
+        return answer_check("right", "right")
+    return answer_check(next((name for name, _ in hints if name in common), "other"), "right",
+                        hints=hints)
+
+
 def expect_type(answer, kinds, what: str) -> Verdict | None:
     """A 'not right yet' Verdict when answer is not None and not of the kinds, else None."""
     if answer is None or answer is Ellipsis or isinstance(answer, kinds):
@@ -284,5 +306,6 @@ def expect_type(answer, kinds, what: str) -> Verdict | None:
     return _say(False, f"Not right yet: {what}, got a {type(answer).__name__}.")
 
 
-__all__ = ["Verdict", "answer_check", "function_check", "expect_type", "NOT_ANSWERED", "plain", "whole",
+__all__ = ["Verdict", "answer_check", "function_check", "expect_type", "not_a_function",
+           "verdict_from_slips", "NOT_ANSWERED", "plain", "whole",
            "is_real", "describe", "significant_digits"]

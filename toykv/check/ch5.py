@@ -7,12 +7,15 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from ..roofline import hardware
+import numbers
+
+from ..config import decode_toy
+from ..roofline import Hardware, hardware
 from ..serving import decode_step_split
 from ..sizing import (decode_step_bytes, kv_cache_bytes, max_tokens_per_second, weight_bytes,
                       weight_bytes_read)
 from ..zoo import get
-from ._core import answer_check
+from ._core import _say, answer_check, describe, not_a_function, plain, verdict_from_slips
 
 
 def ch5_ex1(answer):
@@ -108,4 +111,70 @@ def ch5_ex4(answer):
                         what="a ratio (a number)")
 
 
-__all__ = ["ch5_ex1", "ch5_ex2", "ch5_ex3", "ch5_ex4"]
+# -- exercise 5: the roofline bound of a batched decode step, built by the student -----------
+def _ex5_cases() -> list:
+    """(config, S, B, hw): memory-bound steps (long contexts, small batches) and compute-bound
+    ones (short contexts, large batches), on presets and on a CPU-like chip."""
+    core = Hardware("one core", peak_flops=100e9, bandwidth=20e9)
+    l2, l8, toy = get("llama-2-7b").config, get("llama-3.1-8b").config, decode_toy()
+    return [(l2, 4096, 1, hardware("lecture")), (l2, 4096, 64, hardware("lecture")),
+            (l8, 32_768, 16, hardware("a100-80gb-sxm")), (l8, 16, 1024, hardware("h100-sxm")),
+            (l2, 64, 512, hardware("lecture")), (toy, 256, 64, core), (toy, 2048, 1, core)]
+
+
+def _ex5_bounds(config, S, B, hw) -> dict:
+    """The bound (tokens per second) and what the typical slips give instead."""
+    split = decode_step_split(config, S, B)["total"]
+    f, m = split["flops"], split["bytes"]
+    weights, one_cache = weight_bytes_read(config, batch=B), kv_cache_bytes(config, S)
+    t = hw.min_seconds(f, m)
+    return {"right": B / t,
+            "cache once": B / hw.min_seconds(f, weights + one_cache),
+            "no cache": B / hw.min_seconds(f, weights),
+            "bytes only": B / (m / hw.bandwidth), "flops only": B / (f / hw.peak_flops),
+            "min": B / min(f / hw.peak_flops, m / hw.bandwidth),
+            "sum": B / (f / hw.peak_flops + m / hw.bandwidth),
+            "per sequence": 1 / t, "seconds": t}
+
+
+EX5_HINTS = [
+    ("cache once", "every sequence reads its own cache: kv_cache_bytes(config, S, batch=B), "
+                   "not one sequence's."),
+    ("no cache", "a step reads the cache too, not only the weights."),
+    ("bytes only", "right while the step is memory-bound; past the ridge point its FLOPs (B "
+                   "times one sequence's) at the peak take longer than its bytes: take the "
+                   "larger of the two times."),
+    ("flops only", "a step also moves its bytes: take the larger of the FLOPs' time and the "
+                   "bytes' time."),
+    ("min", "the step cannot be faster than either limit: the larger of the two times, not "
+            "the smaller."),
+    ("sum", "the roofline overlaps the FLOPs with the bytes: the larger of the two times, not "
+            "their sum."),
+    ("per sequence", "that is one sequence's tokens per second; the step makes B tokens."),
+    ("seconds", "that is the step's time; the question asks tokens per second (B / time)."),
+    ("other", "tokens per second = B / max(B x FLOPs of one sequence / peak, (weights read "
+              "once + B caches) / bandwidth)."),
+]
+
+
+def ch5_ex5(answer):
+    """answer: your decode_bound(config, S, B, hw) function, compared with toykv's count
+    (serving.decode_step_split) and roofline (Hardware.min_seconds) on several cases."""
+    refused = not_a_function(answer, "decode_bound")
+    if refused is not None:
+        return refused
+    matched = []
+    for config, S, B, hw in _ex5_cases():
+        try:
+            got = plain(answer(config, S, B, hw))
+        except Exception as err:                              # noqa: BLE001 - the student's code
+            return _say(False, f"Not right yet: decode_bound raised {type(err).__name__}: {err}")
+        if isinstance(got, bool) or not isinstance(got, numbers.Real) or not math.isfinite(got):
+            return _say(False, "Not right yet: decode_bound should return a number of tokens "
+                               f"per second, got {describe(got)}.")
+        matched.append({name for name, value in _ex5_bounds(config, S, B, hw).items()
+                        if math.isclose(got, value, rel_tol=1e-6)})
+    return verdict_from_slips(matched, EX5_HINTS)
+
+
+__all__ = ["ch5_ex1", "ch5_ex2", "ch5_ex3", "ch5_ex4", "ch5_ex5"]

@@ -53,6 +53,8 @@ def ch6_ex2(answer):
          "the cache holds the 8 KV heads, not the 32 query heads."),
         (memory // (2 * 36 * 8 * 128 * 2 * 4096),
          "the weights (16.4 GB in bf16) take their share of the memory first."),
+        (expected + 1, "a sequence fits only if its whole cache fits: round the number of "
+                       "sequences down, not to the nearest."),
     ]
     return answer_check(answer, expected, hints,
                         what="a whole number of sequences")
@@ -150,7 +152,7 @@ def ch6_ex5(answer):
         return _say(False, NOT_ANSWERED)
     pair = plain(answer)
     form = ("Give a pair (preset name, milliseconds), the name one of "
-            f"{', '.join(GPUS_WITH_MEMORY)}")
+            f"{', '.join(n for n in GPUS_WITH_MEMORY if n != 'h100-sxm')}")
     if not (isinstance(pair, tuple) and len(pair) == 2 and isinstance(pair[0], str)):
         return _say(False, f"Not right yet: {form}; got {describe(answer)}.")
     name, ms = pair

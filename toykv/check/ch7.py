@@ -13,7 +13,7 @@ from ..flops import cached_step_flops
 from ..model import ToyTransformer, apply_rope
 from ..sizing import kv_bytes_per_token, kv_cache_bytes
 from ..zoo import get
-from ._core import _say, answer_check, describe, plain
+from ._core import _say, answer_check, describe, plain, whole
 
 
 def _ex1_config():
@@ -148,6 +148,45 @@ def _expanded(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, mistake=None):
 MLA_MISTAKES = ("no rope", "scale", "heads", "layout")
 
 
+class _Watched(np.ndarray):
+    """An up-projection that notes when it meets an array with a positions axis in a product
+    (c_kv @ W_UK, an einsum over the cached latents...): the expanded form, which builds every
+    head's key or value. The absorbed form meets only per-head vectors of the new token."""
+
+    positions: int = -1
+    met: list
+
+    def __array_finalize__(self, obj):
+        self.positions = getattr(obj, "positions", -1)
+        self.met = getattr(obj, "met", [])
+
+    def _note(self, args):
+        for a in args:
+            for x in (a if isinstance(a, (list, tuple)) else (a,)):
+                if not isinstance(x, _Watched) and self.positions in np.shape(x):
+                    self.met.append(np.shape(x))
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        self._note(inputs)
+        plain_in = [x.view(np.ndarray) if isinstance(x, _Watched) else x for x in inputs]
+        if "out" in kwargs:
+            kwargs["out"] = tuple(x.view(np.ndarray) if isinstance(x, _Watched) else x
+                                  for x in kwargs["out"])
+        return getattr(ufunc, method)(*plain_in, **kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        if func in (np.einsum, np.dot, np.tensordot, np.inner, np.outer, np.matmul, np.vdot,
+                    np.kron, np.multiply):
+            self._note(args)
+        return super().__array_function__(func, types, args, kwargs)
+
+
+def _watched(w, positions: int, met: list) -> "_Watched":
+    out = np.array(w).view(_Watched)
+    out.positions, out.met = positions, met
+    return out
+
+
 def ch7_ex5(answer):
     """answer: your absorbed_attention(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv) function, run
     on decode steps of toykv's MLA layer and compared with what the layer itself computes."""
@@ -156,12 +195,14 @@ def ch7_ex5(answer):
     if not callable(answer):
         return _say(False, "Not right yet: answer should be your absorbed_attention function "
                            f"itself (answer = absorbed_attention), got {describe(plain(answer))}.")
-    outcome = "right"
+    outcome, met = "right", []
     for q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, w_o, out in _mla_cases():
         H, hd = q_nope.shape
+        S = len(c_kv)                        # no other axis of the inputs has this length
         try:
             got = np.asarray(answer(q_nope.copy(), q_rope.copy(), c_kv.copy(), k_rope.copy(),
-                                    w_uk.copy(), w_uv.copy()), dtype=np.float64)
+                                    _watched(w_uk, S, met), _watched(w_uv, S, met)),
+                             dtype=np.float64)
         except Exception as err:                              # noqa: BLE001 - the student's code
             return _say(False, f"Not right yet: absorbed_attention raised {type(err).__name__}: "
                                f"{err}")
@@ -172,14 +213,21 @@ def ch7_ex5(answer):
             return _say(False, f"Not right yet: give one output per head, shape (H, d_h) = "
                                f"{(H, hd)}, got shape {got.shape}.")
         if np.abs(got.reshape(-1) @ w_o - out).max() <= 1e-4 * np.abs(out).max():
+            if met:                                           # right, the expanded way
+                outcome = "expanded"
+                break
             continue                                          # toykv's own layer agrees
         close = lambda ref: np.abs(got - ref).max() <= 1e-4 * np.abs(ref).max()
         outcome = next((m for m in MLA_MISTAKES
                         if close(_expanded(q_nope, q_rope, c_kv, k_rope, w_uk, w_uv, m))), "other")
         break
     return answer_check(outcome, "right", hints=[
+        ("expanded", "those are the right outputs, computed the expanded way: your function "
+                     "multiplies the cached latents by W_UK or W_UV, building every head's keys "
+                     "or values. Absorb instead: fold W_UK into the query (q_nope W_UK^(a)T, r "
+                     "values per head) and apply W_UV once, after the weighted sum of latents."),
         ("latent", "that is the weighted sum of latents, [H, r]: multiply each head's by its "
-                   "W_UV^(h) (r x d_h) to get its output."),
+                   "W_UV^(a) (r x d_h) to get its output."),
         ("no rope", "the score also has a rotary part: add q_rope . k_rope for every position "
                     "(one rotary key, shared by every head)."),
         ("scale", "the scores are scaled by 1 / sqrt(d_h + d_h^R): a query has both parts."),
@@ -187,8 +235,8 @@ def ch7_ex5(answer):
                   "over the heads."),
         ("layout", "head h's columns of W_UK and W_UV are h*d_h to (h+1)*d_h: reshape them to "
                    "(r, H, d_h), not (r, d_h, H)."),
-        ("other", "for each head: q_lat = W_UK^(h) q_nope^(h) (r values), scores = c_kv q_lat + "
-                  "k_rope q_rope^(h), softmax of the scaled scores, then (p c_kv) W_UV^(h)."),
+        ("other", "for each head: q_lat = W_UK^(a) q_nope^(a) (r values), scores = c_kv q_lat + "
+                  "k_rope q_rope^(a), softmax of the scaled scores, then (p c_kv) W_UV^(a)."),
     ])
 
 
@@ -241,9 +289,13 @@ def ch7_ex6(answer):
     got = {}
     for n, w, _ in cases:
         try:
-            got[n, w] = tuple(int(p) for p in np.asarray(answer(n, w)).reshape(-1))
+            positions = tuple(whole(p) for p in np.asarray(answer(n, w)).reshape(-1))
         except Exception:                                     # noqa: BLE001 - the student's code
-            got[n, w] = None
+            positions = None
+        if positions is not None and None in positions:      # 8.5 is no position
+            return _say(False, f"Not right yet: ring_positions({n}, {w}) returned a position "
+                               "that is not a whole number; positions are 0, 1, 2, ...")
+        got[n, w] = positions
     if all(got[n, w] == slots for n, w, slots in cases):      # toykv's own ring agrees
         outcome = "right"
     else:

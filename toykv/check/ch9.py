@@ -121,6 +121,12 @@ def _levels_2b(k, bits):                                # 2^bits steps instead o
     return np.clip(np.rint((k - lo) / s), 0, 2**bits - 1) * s + lo
 
 
+def _levels_2b_unclipped(k, bits):                     # the same, without the clip: the
+    lo, hi = k.min(axis=0), k.max(axis=0)               # maximum gets code 2^bits, one too many
+    s = (hi - lo) / 2**bits
+    return np.rint((k - lo) / s) * s + lo
+
+
 def _floor(k, bits):                                    # truncation instead of rounding
     lo, hi = k.min(axis=0), k.max(axis=0)
     s = (hi - lo) / (2**bits - 1)
@@ -139,7 +145,7 @@ def _codes(k, bits):                                    # the integer codes, not
 
 EX5_MISTAKES = {
     "per token": lambda k, bits: round_trip(k, bits, "token"),
-    "2^bits": _levels_2b, "floor": _floor, "symmetric": _symmetric, "codes": _codes,
+    "2^bits": _levels_2b, "2^bits unclipped": _levels_2b_unclipped, "floor": _floor, "symmetric": _symmetric, "codes": _codes,
 }
 
 
@@ -177,6 +183,10 @@ def ch9_ex5(answer):
                       "takes the min and max of each column, over the tokens: axis=0."),
         ("2^bits", "b bits give 2^b codes, 0 .. 2^b - 1, so 2^b - 1 steps between the minimum "
                    "and the maximum: s = (max - min) / (2**bits - 1)."),
+        ("2^bits unclipped", "b bits give 2^b codes, 0 .. 2^b - 1, so 2^b - 1 steps between the "
+                             "minimum and the maximum: s = (max - min) / (2**bits - 1). With "
+                             "2**bits steps the maximum gets code 2^b, which b bits cannot "
+                             "hold."),
         ("floor", "round to the nearest code (np.rint), not down: truncation makes the error "
                   "up to a whole step, always in one direction."),
         ("symmetric", "that is symmetric quantization (max |k|, no zero point); this exercise "
