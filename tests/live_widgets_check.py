@@ -4,9 +4,10 @@
 For every built page holding a widget's static twin ([data-live]): open it with the network
 cut; check the controls are labelled; run the twin's checks (tests/twin_checks.py: the
 page's arithmetic over full grids against size_report and sizing.kv_share, a reader's moves
-on every control, Step/Reset/prompt length against a FillStepper run alongside, and the
+on every control, Step/Reset/prompt length against a FillStepper run alongside, the
 attention view's layer and head, every figure and weight against that stepper's, with how
-long its script takes from a click to the figures); check each
+long its script takes from a click to the figures, and every control by keyboard alone: Tab
+order, focus ring, label as name, the status line); check each
 twin adds at most 300 KB to its page; fail on any console error, uncaught exception, failed
 request or request leaving the built site. Screenshots of each twin after its controls were
 moved go to _build/screenshots/live-*.png.
@@ -31,17 +32,21 @@ CHECKS = {   # kind -> what is run on it, in order; each returns a count or None
                         ("curves", twin_checks.calculator_curves),
                         ("GQA heads", twin_checks.calculator_gqa_heads),
                         ("bad input", twin_checks.calculator_bad_input),
-                        ("controls", lambda root: twin_checks.calculator_controls(root, 24))],
+                        ("controls", lambda root: twin_checks.calculator_controls(root, 24)),
+                       ("keyboard", twin_checks.keyboard_size_calculator)],
     "share-explorer": [("full grid", twin_checks.share_grid),
-                       ("controls", twin_checks.share_controls)],
+                       ("controls", twin_checks.share_controls),
+                       ("keyboard", twin_checks.keyboard_share_explorer)],
     "cache-fill": [("clicks", twin_checks.cache_fill_clicks),
                    ("attention view", twin_checks.attention_clicks),
-                   ("attention input to figure", twin_checks.attention_latency)],
-    "block-pool": [("frames", twin_checks.block_pool_clicks)],
+                   ("attention input to figure", twin_checks.attention_latency),
+                   ("keyboard", twin_checks.keyboard_cache_fill)],
+    "block-pool": [("frames", twin_checks.block_pool_clicks),
+                   ("keyboard", twin_checks.keyboard_block_pool)],
 }
 
 
-def check_page(context, path: Path, name: str, shots: Path) -> tuple[list[str], str]:
+def check_page(context, path: Path, name: str, shots: Path, args=None) -> tuple[list[str], str]:
     problems: list[str] = []
     page = context.new_page()
     watch(page, problems)

@@ -14,7 +14,7 @@ from conftest import make_model, token_ids
 from toykv import scheduler
 from toykv.widgets import BlockPoolView, static_twin
 from toykv.widgets.block_pool import frame_html, record_pool
-from twin_checks import TWIN_LIMIT, block_pool_clicks
+from twin_checks import TWIN_LIMIT, block_pool_clicks, keyboard_block_pool
 
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 
@@ -87,5 +87,7 @@ def test_the_twin_replays_every_recorded_state_in_chromium(tmp_path, monkeypatch
         watch(page, problems)
         page.goto(path.as_uri())
         checked = block_pool_clicks(page.locator("[data-live=block-pool]"))
+        page.goto(path.as_uri())
+        assert keyboard_block_pool(page.locator("[data-live=block-pool]")) == 6
         assert not problems and not blocked, problems + blocked
     assert checked > 20

@@ -4,7 +4,8 @@ Binder, Colab and Thebe cannot be reached from here, so the URLs are checked ins
 small Sphinx build with the book's theme, launch-button settings and extensions renders a
 fixture chapter, and its Binder, Colab and download links must name the readable copy
 (book/notebooks/NN.ipynb in the repository, notebooks/NN.ipynb in the site). The same build
-checks the zips, the instructors' page directives and the toykv cross-references.
+checks the zips, the instructors' page directives and the toykv cross-references, and what
+the accessibility extensions do to the pages (figure_alt.py, a11y_theme.py).
 """
 from __future__ import annotations
 
@@ -138,7 +139,7 @@ import sys
 sys.path.insert(0, {ext!r})
 project = "mini"
 extensions = ["myst_nb", "sphinx_book_theme", "sphinx_exercise", "sphinxcontrib.bibtex",
-              "sphinx_thebe", "sphinx.ext.autodoc", "course_pages"]
+              "sphinx_thebe", "sphinx.ext.autodoc", "course_pages", "figure_alt", "a11y_theme"]
 html_theme = "sphinx_book_theme"
 html_theme_options = {{
     "repository_url": {url!r}, "repository_branch": {branch!r}, "path_to_docs": "",
@@ -296,3 +297,33 @@ def test_chapter_terms_are_in_the_glossary(path):
             for content in re.findall(r"\{term\}`([^`]+)`", cell.source)}
     missing = sorted(used - glossary_terms())
     assert not missing, f"{path.name}: {{term}} targets not in book/glossary.md: {missing}"
+
+
+# -- accessibility: figure_alt and a11y_theme on the same pages ----------------------------
+def test_a_figure_shown_with_plots_show_gets_its_alt_text_on_the_page(mini_site):
+    """The fixture's figure (toykv.plots.show): its alt text reaches the page's <img>, and
+    the plain copy Binder and Colab open keeps it in the output's metadata."""
+    src, out, _ = mini_site
+    imgs = re.findall(r'<img[^>]*src="[^"]*_images/[^"]*"[^>]*>', (out / "book" /
+                                                                   "01_fixture.html").read_text())
+    alts = [html.unescape(re.search(r'alt="([^"]*)"', tag).group(1)) for tag in imgs]
+    assert alts == ["Line plot of the values the toy's cache holds against position: a "
+                    "straight line rising by 512 per token, to 4,096 at position 8."]
+    copy = nbformat.read(src / "book" / "notebooks" / "01_fixture.ipynb", as_version=4)
+    shown = [o.metadata["image/png"]["alt"] for c in copy.cells for o in c.get("outputs", [])
+             if "image/png" in o.get("data", {})]
+    assert shown == alts
+
+
+def test_the_theme_fixes_reach_the_pages(mini_site):
+    _, out, _ = mini_site
+    page = (out / "book" / "01_fixture.html").read_text()
+    search = re.findall(r'<button class="btn search-button-field[^>]*>', page)
+    assert search and all("aria-label" not in b for b in search)        # named by its text
+    switch = re.search(r'<button[^>]*theme-switch-button.*?</button>', page, re.S).group(0)
+    assert 'aria-label="Color mode"' in switch and "title=" not in switch.split(">", 1)[1]
+    assert "a11y.css" in page and (out / "_static" / "a11y.css").is_file()
+    assert '<summary aria-label=' not in page and "<summary>" in page   # hide-input cell
+    bibliography = (out / "book" / "bibliography.html").read_text()
+    assert 'role="list"' in bibliography and "doc-biblioentry" not in bibliography
+    assert bibliography.count('role="listitem"') >= 2

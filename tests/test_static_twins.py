@@ -294,6 +294,43 @@ def test_controls_are_labelled_and_ids_deterministic(browser_page):
     assert all(re.fullmatch(r"toykv-[a-z-]+-[0-9a-f]{10}(-[a-z_]+)?", i) for i in ids)
 
 
+@pytest.mark.parametrize("kind, check", [
+    ("size-calculator", twin_checks.keyboard_size_calculator),
+    ("cache-fill", twin_checks.keyboard_cache_fill),
+    ("share-explorer", twin_checks.keyboard_share_explorer)])
+def test_each_twin_by_keyboard_alone(browser_page, kind, check):
+    """Tab reaches every control (focus ring, visible label as its name); arrows, Enter and
+    Space operate it; the status line says what changed. On a page of its own."""
+    page = browser_page.context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(browser_page.url)
+    assert check(_root(page, kind)) >= 5
+    page.close()
+    assert not errors
+
+
+def test_the_keyboard_checks_fail_on_a_twin_that_keys_cannot_reach(browser_page):
+    """A control taken out of the Tab order, or a status line that says nothing, is caught."""
+    page = browser_page.context.new_page()
+    page.goto(browser_page.url)
+    root = _root(page, "cache-fill")
+    root.locator("[data-control=reset]").evaluate("b => b.tabIndex = -1")
+    with pytest.raises(AssertionError):
+        twin_checks.keyboard_cache_fill(root)
+    page.goto(browser_page.url)
+    root = _root(page, "share-explorer")
+    root.locator("[data-part=status]").evaluate("s => s.remove()")
+    with pytest.raises(Exception):
+        twin_checks.keyboard_share_explorer(root)
+    page.goto(browser_page.url)
+    root = _root(page, "size-calculator")
+    root.locator("label[for$=-precision]").evaluate("l => l.remove()")   # no visible label
+    with pytest.raises(AssertionError, match="no visible label"):
+        twin_checks.tab_through(root)
+    page.close()
+
+
 def test_each_twin_stays_within_its_page_weight(browser_page):
     for kind in ("size-calculator", "cache-fill", "share-explorer"):
         assert twin_checks.twin_bytes(_root(browser_page, kind)) < TWIN_LIMIT

@@ -521,3 +521,209 @@ def labelled_controls(page) -> None:
     ids = page.evaluate("""() => [...document.querySelectorAll('[id^=toykv-]')]
       .map(e => e.id).filter(id => document.querySelectorAll('[id="' + id + '"]').length > 1)""")
     assert ids == [], f"ids used more than once: {ids}"
+
+
+# -- keyboard alone -----------------------------------------------------------------------------
+# A reader without a mouse: Tab reaches every control in order, each shows a focus ring and is
+# named by the label it shows; arrows, Enter and Space operate it; the status line
+# (data-part=status, role=status) then says what changed. No click, no fill, no focus() on a
+# control: only key presses from the twin's start.
+FOCUS_JS = """root => {
+  const el = document.activeElement;
+  if (!el || !root.contains(el) || el === root) return null;
+  const shown = (e) => e && e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden';
+  const label = el.tagName === 'BUTTON' ? el : (el.labels && el.labels[0]);
+  const style = getComputedStyle(el);
+  return {control: el.dataset.control || el.tagName, label: shown(label) ? label.innerText.trim() : '',
+          ring: el.matches(':focus-visible') && style.outlineStyle !== 'none' &&
+                parseFloat(style.outlineWidth) >= 2,
+          ariaLabel: el.getAttribute('aria-label')};
+}"""
+
+
+def tab_through(root) -> list[str]:
+    """Tab from the twin's start until focus leaves it; the controls reached, in order. Each
+    must show a focus ring and a visible label that is its accessible name."""
+    page = root.page
+    root.evaluate("r => { r.tabIndex = -1; r.focus(); }")        # the twin's start, as a reader
+    reached = []                                                  # arriving from the text above
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        info = root.evaluate(FOCUS_JS)
+        if info is None:
+            break
+        name = _accessible_name(page)
+        where = f"{root.get_attribute('data-live')}: {info['control']}"
+        assert info["ring"], f"{where}: no visible focus ring"
+        assert info["label"], f"{where}: no visible label"
+        assert " ".join(info["label"].split()) in name, (where, info["label"], name)
+        reached.append(info["control"])
+    root.evaluate("r => r.removeAttribute('tabindex')")
+    return reached
+
+
+def _accessible_name(page) -> str:
+    """The focused element's name as the accessibility tree has it (playwright's snapshot)."""
+    first = page.locator(":focus").aria_snapshot().splitlines()[0]
+    quoted = first.split('"')
+    return quoted[1] if len(quoted) > 2 else ""
+
+
+def _visible_controls(root) -> list[str]:
+    return root.evaluate("""root => [...root.querySelectorAll('[data-control]')]
+      .filter(e => !e.disabled && e.getClientRects().length > 0).map(e => e.dataset.control)""")
+
+
+def _tab_to(root, control: str) -> None:
+    """Tab (only) from the twin's start to the control."""
+    page = root.page
+    root.evaluate("r => { r.tabIndex = -1; r.focus(); }")
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        if page.evaluate("() => document.activeElement.dataset.control") == control:
+            root.evaluate("r => r.removeAttribute('tabindex')")
+            return
+    raise AssertionError(f"Tab never reached {control}")
+
+
+def status(root) -> str:
+    return root.locator("[data-part=status]").inner_text()
+
+
+def _keys(root, control: str, *keys: str) -> str:
+    """Tab to a control, press the keys, return what the status line says."""
+    _tab_to(root, control)
+    for key in keys:
+        root.page.keyboard.press(key)
+    return status(root)
+
+
+def _a_change(root, control: str) -> tuple[str, ...]:
+    """Keys that change a control from wherever it stands: the next option or position (the
+    previous at the end), or a number other than the box holds, then Enter."""
+    kind, index, last, value = root.locator(f"[data-control={control}]").evaluate(
+        """e => e.tagName === 'SELECT' ? ['select', e.selectedIndex, e.options.length - 1, '']
+           : e.type === 'range' ? ['range', Number(e.value), Number(e.max), '']
+           : ['number', 0, 0, e.value]""")
+    if kind == "number":
+        return ("Control+A", *("5" if value == "3" else "3"), "Enter")
+    forward = "ArrowDown" if kind == "select" else "ArrowRight"
+    backward = "ArrowUp" if kind == "select" else "ArrowLeft"
+    return (forward,) if index < last else (backward,)
+
+
+def keyboard_cache_fill(root) -> int:
+    """Step by Enter and by Space, Reset, a new prompt length by the arrow keys, and Step to
+    the end (focus then moves to Reset): each move told on the status line as the
+    figures show it; returns the moves made."""
+    assert tab_through(root) == _visible_controls(root) == ["step", "reset", "prompt_length"]
+    lengths = [int(o) for o in root.evaluate(
+        "r => [...r.querySelector('[data-control=prompt_length]').options].map(o => o.value)")]
+    said = _keys(root, "prompt_length", "ArrowDown", "Home")      # a change wherever it stood
+    p = lengths[0]
+    assert said.startswith(f"Prefill of the {p}-token prompt; {p} of "), said
+    said = _keys(root, "step", "Enter")
+    assert said.startswith(f"Decode step 1: ") and f"at position {p};" in said, said
+    root.page.keyboard.press("Space")
+    assert status(root).startswith("Decode step 2: "), status(root)
+    _, shown = fill_state(root)
+    assert f"; {shown['cached_positions']} of " in status(root)
+    assert f"{int(shown['flops_cached']):,} FLOPs with the cache" in status(root)
+    said = _keys(root, "reset", "Space")
+    assert said.startswith(f"Prefill of the {p}-token prompt"), said
+    said = _keys(root, "prompt_length", "ArrowDown")
+    assert said.startswith(f"Prefill of the {lengths[1]}-token prompt"), said
+    limit = root.evaluate("r => window.toykvLive.data(r).limit")
+    _tab_to(root, "step")
+    for _ in range(limit - lengths[1]):
+        root.page.keyboard.press("Enter")
+    assert root.page.evaluate("() => document.activeElement.dataset.control") == "reset"
+    assert "The cache is full" in status(root)
+    return 6 + limit - lengths[1]
+
+
+def keyboard_block_pool(root) -> int:
+    """Step by Enter and Space, the iteration slider by arrows and End, Reset, and the other
+    pool size by the arrow keys, each told on the status line as the recording has it."""
+    data = root.evaluate("root => window.toykvLive.data(root)")
+    assert tab_through(root) == _visible_controls(root) == ["step", "reset", "size", "iteration"]
+    size = root.locator("[data-control=size]").input_value()
+    run = data["runs"][size]
+    said = _keys(root, "reset", "Enter")
+    assert said.startswith("Iteration 0 of ") and f", {run['num_blocks']} free" in said, said
+    said = _keys(root, "step", "Enter", "Space")
+    frame = run["frames"][2]
+    assert said.startswith(f"Iteration 2 of {len(run['frames']) - 1}") and \
+        f"{frame['used']} used" in said and f"{frame['held']} tokens held" in said, said
+    said = _keys(root, "iteration", "End")
+    last = run["frames"][-1]
+    assert said.startswith(f"Iteration {last['iteration']} of ") and f"{last['free']} free" in said
+    said = _keys(root, "iteration", "ArrowLeft")
+    assert said.startswith(f"Iteration {last['iteration'] - 1} of "), said
+    other = [s for s in data["sizes"] if s != size]
+    if other:
+        index = data["sizes"].index(other[0]) - data["sizes"].index(size)
+        said = _keys(root, "size", "ArrowDown" if index > 0 else "ArrowUp")
+        assert f"the pool's {other[0]} blocks" in said, said
+    return 6
+
+
+def keyboard_size_calculator(root) -> int:
+    """Every control by keys alone (arrows in the lists and on the slider, digits and Enter
+    in the number boxes); after each, the status line names the batch's cache as the
+    kernel widget formats it (size_report and size_calculator_view.texts)."""
+    reached = tab_through(root)
+    assert reached == _visible_controls(root), reached
+    assert set(reached) >= {"model", "attention", "precision", "batch", "gpu_memory_gib", "context"}
+
+    def settings():
+        return root.evaluate("""root => { const c = n => root.querySelector(`[data-control=${n}]`);
+          return [c('model').value, c('attention').value, Number(c('kv_heads').value),
+                  Number(c('precision').value), Number(c('context').dataset.value),
+                  Number(c('batch').value), Number(c('gpu_memory_gib').value)]; }""")
+
+    def check(said):
+        model, variant, kv_heads, precision, context, batch, gpu = settings()
+        report = size_report(zoo.get(model), variant, precision, context, batch, gpu,
+                             kv_heads=kv_heads if variant == "gqa" else None)
+        texts = size_calculator_view.texts(report)
+        assert said.startswith(model + ", ") and f"holds {texts['batch_bytes']};" in said, \
+            (said, texts["batch_bytes"])
+        assert f"{batch:,} x {context:,} tokens" in said, said
+
+    moves = ["model", "attention", "precision", "context", "batch", "gpu_memory_gib",
+             "attention", "context", "model"]
+    for control in moves:
+        before = status(root)
+        said = _keys(root, control, *_a_change(root, control))
+        assert said != before, (control, said)
+        check(said)
+    return len(moves)
+
+
+def keyboard_share_explorer(root) -> int:
+    """The model list by arrows (one model, then Shift+arrow for two) and the context slider
+    by arrows and Home/End; the status line gives each model's share as toykv computes it."""
+    assert tab_through(root) == _visible_controls(root) == ["models", "context"]
+    names = zoo.names()
+
+    def check(said, chosen, context):
+        assert said.startswith(f"At {context:,} tokens: "), said
+        for name in chosen:
+            share = sizing.kv_share(zoo.get(name), context)
+            assert f"{name}, KV share {100 * share:.1f}%, decode speed {1 - share:.3f}" in said, \
+                (name, said)
+        assert said.count("KV share") == len(chosen), said
+
+    said = _keys(root, "models", "Home")
+    context = int(root.locator("[data-control=context]").get_attribute("data-value"))
+    check(said, [names[0]], context)
+    root.page.keyboard.press("Shift+ArrowDown")
+    check(status(root), names[:2], context)
+    said = _keys(root, "context", "Home")
+    check(said, names[:2], SHARE_CONTEXTS[0])
+    root.page.keyboard.press("ArrowRight")
+    check(status(root), names[:2], SHARE_CONTEXTS[1])
+    root.page.keyboard.press("End")
+    check(status(root), names[:2], SHARE_CONTEXTS[-1])
+    return 5

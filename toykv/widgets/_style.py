@@ -15,6 +15,7 @@ BLUE = "#0072B2"        # L* 46
 SKY_BLUE = "#56B4E9"    # L* 70
 ORANGE = "#E69F00"      # L* 71
 VERMILLION = "#D55E00"  # L* 54
+VERMILLION_TEXT = "#AD4C00"   # vermillion darkened for words: 5.5:1 on white (AA asks 4.5)
 BLACK = "#000000"
 GREY = "#999999"        # L* 63
 

@@ -18,7 +18,8 @@ FONT = "font-family='sans-serif' fill='#222222'"
 class Series:
     """A curve (xs and ys), or a horizontal line at y, or a vertical line at x (inside the
     curves' range); dash is an SVG stroke-dasharray ('' is solid), so lines differ in pattern
-    as well as colour."""
+    as well as colour. A curve with a shape (a Marker's) carries it on every mark_every-th
+    point and in its legend sample, so curves of one dash differ in greyscale too."""
 
     label: str
     colour: str
@@ -28,12 +29,14 @@ class Series:
     ys: tuple = ()
     y: float | None = None
     x: float | None = None
+    shape: str = ""
+    mark_every: int = 8
 
 
 @dataclass(frozen=True)
 class Marker:
-    """A point; shape is 'circle', 'square', 'triangle' or 'diamond' (told apart without
-    colour). An empty label keeps it out of the legend."""
+    """A point; shape is one of SHAPES (told apart without colour). An empty label keeps it
+    out of the legend."""
 
     label: str
     x: float
@@ -86,6 +89,10 @@ def loglog_svg(series, marker, title: str, xlabel: str, ylabel: str,
                    f"text-anchor='end' {FONT}>{_esc(text)}</text>")
     for s in series:                       # every value lies inside the axes: no clipping needed
         out.append(_series_path(s, px, py, left, top, plot_w, plot_h, bool(ylinear)))
+    for s in series:                       # their shapes above every line
+        out += [_shape(s.shape, s.colour, px(x), py(y), 3.5)
+                for i, (x, y) in enumerate(zip(s.xs, s.ys)) if s.shape and i % s.mark_every == 0
+                and x > 0 and (ylinear or y > 0)]
     for m in markers:
         out.append(_marker(m, px(m.x), py(m.y)))
     out.append(f"<rect x='{left}' y='{top}' width='{plot_w}' height='{plot_h}' fill='none' "
@@ -105,23 +112,41 @@ def loglog_svg(series, marker, title: str, xlabel: str, ylabel: str,
             sample = (f"<line x1='{x}' y1='{y - 4}' x2='{x + 24}' y2='{y - 4}' "
                       f"stroke='{entry.colour}' stroke-width='{entry.width}'"
                       f"{_dash(entry.dash)}/>")
+            if entry.shape:
+                sample += _shape(entry.shape, entry.colour, x + 12, y - 4, 3.5)
         out.append(f"{sample}<text x='{x + 30}' y='{y}' font-size='11' {FONT}>"
                    f"{_esc(entry.label)}</text>")
     out.append("</svg>")
     return "".join(out)
 
 
+SHAPES = ("circle", "square", "triangle", "diamond", "down", "cross")
+
+
 def _marker(m: Marker, cx: float, cy: float) -> str:
-    style = f"fill='{m.colour}' stroke='#000000' stroke-width='1.2'"
-    r = 5
-    if m.shape == "square":
+    return _shape(m.shape, m.colour, cx, cy, 5)
+
+
+def _shape(shape: str, colour: str, cx: float, cy: float, r: float) -> str:
+    """One of SHAPES, filled with colour and outlined in black (so even a pale colour stands
+    out on white), centred on (cx, cy) with radius r."""
+    style = f"fill='{colour}' stroke='#000000' stroke-width='1.2'"
+
+    def polygon(points):
+        return "<polygon points='" + " ".join(f"{cx + dx:.1f},{cy + dy:.1f}"
+                                               for dx, dy in points) + f"' {style}/>"
+    if shape == "square":
         return f"<rect x='{cx - r:.1f}' y='{cy - r:.1f}' width='{2 * r}' height='{2 * r}' {style}/>"
-    if m.shape == "triangle":
-        return (f"<polygon points='{cx:.1f},{cy - r - 1:.1f} {cx + r + 1:.1f},{cy + r:.1f} "
-                f"{cx - r - 1:.1f},{cy + r:.1f}' {style}/>")
-    if m.shape == "diamond":
-        return (f"<polygon points='{cx:.1f},{cy - r - 1:.1f} {cx + r + 1:.1f},{cy:.1f} "
-                f"{cx:.1f},{cy + r + 1:.1f} {cx - r - 1:.1f},{cy:.1f}' {style}/>")
+    if shape == "triangle":
+        return polygon([(0, -r - 1), (r + 1, r), (-r - 1, r)])
+    if shape == "down":
+        return polygon([(0, r + 1), (r + 1, -r), (-r - 1, -r)])
+    if shape == "diamond":
+        return polygon([(0, -r - 1), (r + 1, 0), (0, r + 1), (-r - 1, 0)])
+    if shape == "cross":               # an X of two bars, a third of r wide
+        a, w = r + 0.5, r / 2.5
+        return polygon([(-a, -a + w), (-a + w, -a), (0, -w), (a - w, -a), (a, -a + w), (w, 0),
+                        (a, a - w), (a - w, a), (0, w), (-a + w, a), (-a, a - w), (-w, 0)])
     return f"<circle cx='{cx:.1f}' cy='{cy:.1f}' r='{r}' {style}/>"
 
 

@@ -19,7 +19,8 @@ SMALL_POOL = 12                     # blocks of the second recorded run
 MAX_REQUESTS = 16                   # requests a view replays, at most
 OWNER_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000",
                  "#F0E442")        # Okabe-Ito; each block also shows its request's number
-FREE = "#E8E8E8"
+LIGHT_TEXT = (0, 6)                # white numbers on blue and black; black on the rest (AA)
+FREE, FREE_BORDER = "#E8E8E8", "#767676"   # free blocks: grey, outlined 4.5:1 on white
 
 
 def record_pool(model, prompts, output_lens, num_blocks: int, block_size: int = 4,
@@ -51,12 +52,14 @@ def frame_html(run: dict, i: int) -> str:
     """The pool in frame i of a recorded run: a square per block (its request's number and
     colour, grey when free) and the frame's figures; the twin's script draws the same."""
     frame = run["frames"][i]
+    n = len(OWNER_COLOURS)
     cells = "".join(
         f"<div data-block='{b}' data-owner='{o}' title='block {b}: "
         f"{'free' if o < 0 else f'request {o}'}' style='width:26px;height:26px;display:flex;"
         f"align-items:center;justify-content:center;font-size:11px;border-radius:3px;"
-        f"background:{FREE if o < 0 else OWNER_COLOURS[o % len(OWNER_COLOURS)]};"
-        f"color:{'#222' if o < 0 or o % len(OWNER_COLOURS) in (1, 5, 7) else '#fff'}'>"
+        f"box-sizing:border-box;{f'border:1px dashed {FREE_BORDER};' if o < 0 else ''}"
+        f"background:{FREE if o < 0 else OWNER_COLOURS[o % n]};"
+        f"color:{'#FFFFFF' if o >= 0 and o % n in LIGHT_TEXT else '#000000'}'>"
         f"{'' if o < 0 else o}</div>" for b, o in enumerate(frame["owners"]))
     what = {"start": "the empty pool", "prefill": "a prefill of newly admitted requests",
             "decode": "one decode step of every running request"}[frame["kind"]]
@@ -69,8 +72,18 @@ def frame_html(run: dict, i: int) -> str:
             ("tokens held", _figure("held", frame["held"]) +
              f" in {frame['used'] * run['block_size']} slots")]
     return (f"<div style='display:grid;grid-template-columns:repeat(12,26px);gap:3px;"
-            f"margin:4px 0' data-part='blocks' aria-label='blocks of the pool'>{cells}</div>"
-            + s.table(rows, "font-size:13px"))
+            f"margin:4px 0' data-part='blocks' role='img' aria-label='{pool_words(run, i)}'>"
+            f"{cells}</div>" + s.table(rows, "font-size:13px"))
+
+
+def pool_words(run: dict, i: int) -> str:
+    """The pool of frame i in words (the squares' label for screen readers), as the twin's
+    script says it."""
+    frame = run["frames"][i]
+    owners = sorted({o for o in frame["owners"] if o >= 0})
+    by = f" (by request{'s' if len(owners) > 1 else ''} {', '.join(map(str, owners))})" \
+        if owners else ""
+    return f"the pool's {run['num_blocks']} blocks: {frame['used']} used{by}, {frame['free']} free"
 
 
 def _figure(name, value) -> str:
@@ -141,7 +154,7 @@ def block_pool_data(view: BlockPoolView) -> dict:
     """What the twin replays: both recorded runs (without their tokens) and the colours."""
     runs = {str(n): {k: v for k, v in r.items() if k != "tokens"} for n, r in view.runs.items()}
     return {"runs": runs, "sizes": [str(n) for n in view.runs], "colours": list(OWNER_COLOURS),
-            "free": FREE, "state": {"size": str(view.pool_size), "iteration": view.slider.value}}
+            "light_text": list(LIGHT_TEXT), "free": FREE, "free_border": FREE_BORDER, "state": {"size": str(view.pool_size), "iteration": view.slider.value}}
 
 
 def block_pool_html(view: BlockPoolView) -> str:
@@ -160,4 +173,5 @@ def block_pool_html(view: BlockPoolView) -> str:
     return page("block-pool", "blockPool", data, body, "block pool")
 
 
-__all__ = ["BlockPoolView", "record_pool", "frame_html", "block_pool_data", "block_pool_html"]
+__all__ = ["BlockPoolView", "record_pool", "frame_html", "pool_words", "block_pool_data",
+           "block_pool_html"]

@@ -69,7 +69,7 @@ def plots_svg(models, context: int) -> str:
                 if part:                              # the legend names the first part only
                     series.append(Series(label, colour, dash, 2.0,
                                          tuple(SHARE_CONTEXTS[i] for i in part),
-                                         tuple(float(ys[i]) for i in part)))
+                                         tuple(float(ys[i]) for i in part), shape=shape))
                     label = ""
             markers.append(Marker("", context, reading[key], colour, shape))
         series.append(Series(f"{context:,} tokens", s.BLACK, "4 2", 1.0, x=context))

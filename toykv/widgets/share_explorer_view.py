@@ -14,6 +14,8 @@ DEFAULT_MODELS = ("llama-3.1-8b", "qwen3-0.6b", "minimax-m2", "deepseek-v3")
 MAX_MODELS = 6
 # Okabe-Ito colours, and a marker shape each, so two models differ in more than colour.
 MODEL_STYLES = ((s.BLUE, "circle"), (s.VERMILLION, "square"), ("#009E73", "triangle"),
-                (s.ORANGE, "diamond"), ("#CC79A7", "circle"), (s.SKY_BLUE, "square"))
+                (s.ORANGE, "diamond"), ("#CC79A7", "down"), (s.SKY_BLUE, "cross"))
+# each model's colour and shape: the shape rides on its curves and legend entry too, so the
+# six stay apart in greyscale and for colour-blind readers (some colours share a lightness)
 BEYOND_DASH = "2 3"          # the part of a line past the model's maximum context
 PERCENT_TICKS = tuple((v, f"{100 * v:.0f}%") for v in (0, 0.25, 0.5, 0.75, 1))

@@ -164,10 +164,10 @@ def variants_html(r) -> str:
 def source_html(model, pasted: bool = False) -> str:
     """Where the zoo entry's numbers come from; unverified entries are marked."""
     if pasted:
-        flag = (f"<b style='color:{s.VERMILLION}'>UNVERIFIED:</b> parameter counts computed from "
+        flag = (f"<b style='color:{s.VERMILLION_TEXT}'>UNVERIFIED:</b> parameter counts computed from "
                 "the pasted shapes, not checked against a published count. ")
     elif not model.verified:
-        flag = (f"<b style='color:{s.VERMILLION}'>UNVERIFIED:</b> some numbers of this entry "
+        flag = (f"<b style='color:{s.VERMILLION_TEXT}'>UNVERIFIED:</b> some numbers of this entry "
                 "are not confirmed by its sources (see the notes). ")
     else:
         flag = ""

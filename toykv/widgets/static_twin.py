@@ -8,8 +8,9 @@ for the kernels it starts (book/_ext/live_widgets.py); elsewhere no twin is made
 kernel reader pays nothing for it and stored notebooks stay small.
 
 A twin is one self-contained <div>: its controls (data-control), a JSON block of data from
-toykv (per-model constants, or recorded cache states), a scoped stylesheet and the scripts
-in toykv/widgets/static/. The scripts only repeat sums of toykv.sizing (checked against it
+toykv (per-model constants, or recorded cache states), a scoped stylesheet, the scripts in
+toykv/widgets/static/ and a status line (data-part=status, role=status) that tells a screen
+reader what each move of a control changed. The scripts only repeat sums of toykv.sizing (checked against it
 by tests/test_static_twins.py) and replay recorded states. Ids are derived from the data,
 so the same notebook gives the same page.
 """
@@ -293,7 +294,9 @@ def page(kind: str, starter: str, data: dict, body: str, title: str, helpers=())
     return (f"<div class='toykv-live tex2jax_ignore mathjax_ignore' id='{uid}' "
             f"data-live='{kind}' role='group' aria-label='{s.esc(title)}'>"
             f"<style>{_asset('live.css')}</style>{body.replace('{id}', uid)}"
-            "<noscript>This view needs JavaScript; the notebook version runs in Jupyter."
+            # what a reader's move changed, for screen readers (live_common.js: L.announce)
+            "<div data-part='status' class='toykv-sr-only' role='status' aria-live='polite'>"
+            "</div><noscript>This view needs JavaScript; the notebook version runs in Jupyter."
             "</noscript><script type='application/json' data-part='data'>"
             f"{safe_json}</script><script>{scripts}"
             f"window.toykvLive.{starter}(document.getElementById('{uid}'));</script></div>")
@@ -313,7 +316,8 @@ def _script(name: str) -> str:
 
 def _colours() -> dict:
     return {"blue": s.BLUE, "sky_blue": s.SKY_BLUE, "orange": s.ORANGE,
-            "vermillion": s.VERMILLION, "black": s.BLACK, "grey": s.GREY}
+            "vermillion": s.VERMILLION, "vermillion_text": s.VERMILLION_TEXT, "black": s.BLACK,
+            "grey": s.GREY}
 
 
 def _select(control, label, options, value) -> str:

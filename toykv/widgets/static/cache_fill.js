@@ -90,6 +90,17 @@
       "of the whole sequence without a cache.</div></div>";
   }
 
+  // what the status line says after a move (L.announce)
+  function said(data, run, i) {
+    const frame = run.frames[i], n = frame.positions;
+    const what = i === 0 ? `Prefill of the ${n}-token prompt` : `Decode step ` +
+      `${n - run.prompt_len}: token ${run.tokens[n - 1]} written at position ${n - 1}`;
+    return `${what}; ${n} of ${data.limit} positions cached; ` +
+      `${L.integer(frame.flops_cached)} FLOPs with the cache, ` +
+      `${L.integer(frame.flops_uncached)} for a full pass over all ${n} tokens.` +
+      (i === run.frames.length - 1 ? " The cache is full: Step is off, Reset starts again." : "");
+  }
+
   L.cacheFill = function (root) {
     const data = L.data(root);
     const step = L.control(root, "step"), reset = L.control(root, "reset");
@@ -97,8 +108,10 @@
     let run = data.runs.find((r) => r.prompt_len === data.state.prompt_len), i = data.state.step;
     const attention = data.attention ? L.attentionView(root, data) : null;
 
-    function show() {
+    function show(moved = true) {
       const frame = run.frames[i], last = i === run.frames.length - 1;
+      if (moved) L.announce(root, said(data, run, i));
+      if (last && document.activeElement === step) reset.focus();   // keyboard stays on
       L.part(root, "grid").innerHTML = gridHtml(data, cells(data, run, i));
       L.part(root, "stats").innerHTML = statsHtml(data, run, i);
       step.disabled = last;
@@ -119,7 +132,7 @@
       show();
     });
     promptLength.value = String(run.prompt_len);
-    show();
+    show(false);
   };
   L.cacheFillCells = cells;               // for tests: the page's own cell states
 })();

@@ -111,6 +111,14 @@
   L.part = (root, name) => root.querySelector(`[data-part="${name}"]`);
   L.control = (root, name) => root.querySelector(`[data-control="${name}"]`);
 
+  // What a reader's move changed, in words, on the twin's status line (a role=status region,
+  // hidden from sight: the figures themselves change on screen). Called after a move only,
+  // never on load, so a screen reader speaks it once, when it is news.
+  L.announce = function (root, text) {
+    const status = L.part(root, "status");
+    if (status) status.textContent = text;
+  };
+
   // Number inputs apply on Enter and when they lose focus (a change), not on every key.
   L.onApply = function (input, apply) {
     input.addEventListener("keydown", (event) => {
@@ -136,7 +144,8 @@
   };
 
   // -- an SVG line plot (toykv.widgets._svg_plot, ported) ---------------------------------------
-  // spec: {series: [{label, colour, dash, width, xs, ys} or {.., y} or {.., x}], markers:
+  // spec: {series: [{label, colour, dash, width, xs, ys, shape, mark_every} or {.., y} or
+  // {.., x}] (a curve's shape rides on every mark_every-th point and its legend), markers:
   // [{label, x, y, colour, shape}], title, xlabel, ylabel, width, height, ylinear: [lo, hi]
   // (a linear y axis; default log-log fitted to the data), yticks (labels for a linear axis)}
   const FONT = "font-family='sans-serif' fill='#222222'";
@@ -158,22 +167,25 @@
     return out;
   }
   function dash(d) { return d ? ` stroke-dasharray='${d}'` : ""; }
-  function markerShape(m, cx, cy) {
-    const style = `fill='${m.colour}' stroke='#000000' stroke-width='1.2'`;
-    const r = 5;
-    if (m.shape === "square")
+  // _svg_plot._shape: circle, square, triangle, down, diamond or cross, outlined in black
+  function shapeSvg(shape, colour, cx, cy, r) {
+    const style = `fill='${colour}' stroke='#000000' stroke-width='1.2'`;
+    const polygon = (points) => "<polygon points='" + points.map(([dx, dy]) =>
+      `${(cx + dx).toFixed(1)},${(cy + dy).toFixed(1)}`).join(" ") + `' ${style}/>`;
+    if (shape === "square")
       return `<rect x='${(cx - r).toFixed(1)}' y='${(cy - r).toFixed(1)}' width='${2 * r}' ` +
         `height='${2 * r}' ${style}/>`;
-    if (m.shape === "triangle")
-      return `<polygon points='${cx.toFixed(1)},${(cy - r - 1).toFixed(1)} ` +
-        `${(cx + r + 1).toFixed(1)},${(cy + r).toFixed(1)} ${(cx - r - 1).toFixed(1)},` +
-        `${(cy + r).toFixed(1)}' ${style}/>`;
-    if (m.shape === "diamond")
-      return `<polygon points='${cx.toFixed(1)},${(cy - r - 1).toFixed(1)} ` +
-        `${(cx + r + 1).toFixed(1)},${cy.toFixed(1)} ${cx.toFixed(1)},${(cy + r + 1).toFixed(1)} ` +
-        `${(cx - r - 1).toFixed(1)},${cy.toFixed(1)}' ${style}/>`;
+    if (shape === "triangle") return polygon([[0, -r - 1], [r + 1, r], [-r - 1, r]]);
+    if (shape === "down") return polygon([[0, r + 1], [r + 1, -r], [-r - 1, -r]]);
+    if (shape === "diamond") return polygon([[0, -r - 1], [r + 1, 0], [0, r + 1], [-r - 1, 0]]);
+    if (shape === "cross") {
+      const a = r + 0.5, w = r / 2.5;
+      return polygon([[-a, -a + w], [-a + w, -a], [0, -w], [a - w, -a], [a, -a + w], [w, 0],
+        [a, a - w], [a - w, a], [0, w], [-a + w, a], [-a, a - w], [-w, 0]]);
+    }
     return `<circle cx='${cx.toFixed(1)}' cy='${cy.toFixed(1)}' r='${r}' ${style}/>`;
   }
+  const markerShape = (m, cx, cy) => shapeSvg(m.shape, m.colour, cx, cy, 5);
 
   L.plot = function (spec) {
     const width = spec.width || 640, height = spec.height || 410;
@@ -226,6 +238,13 @@
         if (points) out.push(`<polyline points='${points}' ${style} stroke-linejoin='round'/>`);
       }
     }
+    for (const s of spec.series) {       // their shapes above every line
+      if (!s.shape || !s.xs) continue;
+      s.xs.forEach((x, i) => {
+        if (i % (s.mark_every || 8) === 0 && x > 0 && (linear || s.ys[i] > 0))
+          out.push(shapeSvg(s.shape, s.colour, px(x), py(s.ys[i]), 3.5));
+      });
+    }
     for (const m of markers) out.push(markerShape(m, px(m.x), py(m.y)));
     out.push(`<rect x='${left}' y='${top}' width='${plotW}' height='${plotH}' fill='none' ` +
       `stroke='#444444'/>`);
@@ -239,7 +258,8 @@
       const x = left + (i % 2) * (plotW / 2), y = top + plotH + 48 + 17 * Math.floor(i / 2);
       const sample = markers.includes(entry) ? markerShape(entry, x + 12, y - 4)
         : `<line x1='${x}' y1='${y - 4}' x2='${x + 24}' y2='${y - 4}' stroke='${entry.colour}' ` +
-          `stroke-width='${entry.width || 2}'${dash(entry.dash)}/>`;
+          `stroke-width='${entry.width || 2}'${dash(entry.dash)}/>` +
+          (entry.shape ? shapeSvg(entry.shape, entry.colour, x + 12, y - 4, 3.5) : "");
       out.push(`${sample}<text x='${x + 30}' y='${y}' font-size='11' ${FONT}>` +
         `${L.esc(entry.label)}</text>`);
     });

@@ -49,7 +49,7 @@
         for (const [part, dash] of [[inside, ""], [beyond, data.beyond_dash]]) {
           if (!part.length) continue;
           series.push({ label, colour, dash, width: 2, xs: part.map((i) => data.contexts[i]),
-            ys: part.map((i) => value(data.contexts[i])) });
+            ys: part.map((i) => value(data.contexts[i])), shape });
           label = "";
         }
         markers.push({ label: "", x: Number(S), y: value(S), colour, shape });
@@ -61,13 +61,22 @@
     }).join("<br>") + "</div>";
   }
 
+  // what the status line says after a move (L.announce)
+  function said(chosen, S) {
+    return `At ${L.integer(S)} tokens: ` + chosen.map((m) => {
+      const sh = share(m, S);
+      return `${m.key}, KV share ${L.fixed(100 * sh, 1)}%, decode speed ${L.fixed(1 - sh, 3)}` +
+        (S <= BigInt(m.max_seq_len) ? "" : " (beyond its maximum context)");
+    }).join("; ") + ".";
+  }
+
   L.shareExplorer = function (root) {
     const data = L.data(root);
     const models = L.control(root, "models");
     const context = L.stepSlider(L.control(root, "context"), data.contexts,
       (n) => L.integer(n) + " tokens", () => update());
 
-    function update() {
+    function update(moved = true) {
       const keys = [...models.selectedOptions].map((o) => o.value);
       let problem = "";
       if (keys.length < 1 || keys.length > data.max_models) {
@@ -86,10 +95,11 @@
       L.part(root, "readings").innerHTML = readingsHtml(data, chosen, S);
       L.part(root, "plot").innerHTML = plotsSvg(data, chosen, S);
       root.dataset.state = "ok";
+      if (moved) L.announce(root, said(chosen, S));
     }
 
     models.addEventListener("change", update);
-    update();
+    update(false);
   };
   L.kvShare = share;                      // for tests: the page's own arithmetic
 })();

@@ -223,8 +223,8 @@
       `style='border-collapse:collapse'><tr>${cells}</tr>${body}</table></div>`;
   }
 
-  function sourceHtml(m) {
-    const flag = m.verified ? "" : `<b style='color:#D55E00'>UNVERIFIED:</b> some numbers of ` +
+  function sourceHtml(m, C) {
+    const flag = m.verified ? "" : `<b style='color:${C.vermillion_text}'>UNVERIFIED:</b> some numbers of ` +
       "this entry are not confirmed by its sources (see the notes). ";
     const sources = m.sources.map((src) => `<li>${L.esc(src)}</li>`).join("");
     const extra = m.notes ? `<div>${L.esc(m.notes)}</div>` : "";
@@ -268,6 +268,18 @@
       ylabel: "memory (GiB = 2^30 bytes)" });
   }
 
+  // what the status line says after a move (L.announce)
+  function said(data, r, s) {
+    const t = texts(r);
+    const variant = Object.fromEntries(data.variants.map(([label, key]) => [key, label]))[r.variant];
+    const precision = Object.fromEntries(data.precisions.map(([label, b]) =>
+      [String(b), label]))[String(r.bytes_per_value)];
+    return `${r.model.key}, ${variant}` + (r.variant === "gqa" ? ` with ${s.kvHeads} KV heads` : "") +
+      `, ${precision}: the cache of ${L.integer(r.batch)} x ${L.integer(r.context)} tokens ` +
+      `holds ${t.batch_bytes}; ${t.sequences_fit} sequences fit beside the weights on one ` +
+      `${t.gpu_memory} GPU; the cache is ${t.kv_share} of a decode step's bytes.`;
+  }
+
   // -- reading the controls ------------------------------------------------------------------
   function readBatch(text, max) {
     const clean = text.trim().replace(/[,_\s]/g, "");
@@ -307,7 +319,7 @@
         gpu: readGpu(c("gpu_memory_gib").value, data.gpu_memory_gib) };
     }
 
-    function update() {
+    function update(moved = true) {
       L.part(root, "kv_heads_box").hidden = c("attention").value !== "gqa";
       let s, r;
       try {
@@ -324,9 +336,10 @@
         `<b>Note:</b> ${L.esc(note)}</div>`).join("");
       L.part(root, "numbers").innerHTML = numbersHtml(data, r);
       L.part(root, "variants").innerHTML = variantsHtml(r);
-      L.part(root, "source").innerHTML = sourceHtml(r.model);
+      L.part(root, "source").innerHTML = sourceHtml(r.model, data.colours);
       L.part(root, "plot").innerHTML = plotSvg(data, r, s.kvHeads);
       root.dataset.state = "ok";
+      if (moved) L.announce(root, said(data, r, s));
     }
 
     c("model").addEventListener("change", () => { kvChoices(); update(); });
@@ -337,7 +350,7 @@
     L.onApply(c("gpu_memory_gib"), update);
     kvChoices();
     c("kv_heads").value = String(data.state.kv_heads);
-    update();
+    update(false);
     root.toykv = { report: () => report(data, settings()), update };
   };
   L.sizeCalculatorReport = report;        // for tests: the page's own arithmetic
