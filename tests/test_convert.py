@@ -7,8 +7,8 @@ import pytest
 from conftest import config, make_model, ref_forward, token_ids
 
 from toykv import ModelConfig, ToyTransformer, kv_bytes_per_token
-from toykv.convert import (attention_inputs, low_rank_kv, pool_kv_heads, share_kv_layers,
-                           weights_of)
+from toykv.convert import (attention_inputs, kv_directions, low_rank_kv, pool_kv_heads,
+                           share_kv_layers, weights_of)
 
 GQA4 = dict(vocab_size=64, d_model=48, n_layers=3, n_heads=8, n_kv_heads=4, d_ff=64,
             max_seq_len=64)                                       # head_dim 6, 4 KV heads
@@ -130,6 +130,30 @@ def test_low_rank_from_text_keeps_the_principal_directions_of_its_keys_and_value
         assert error(made) < error(other)
 
 
+def test_directions_found_once_give_every_rank_what_finding_them_again_gives():
+    """kv_directions(model, calibration) computed once and passed to low_rank_kv at several
+    ranks gives, bit for bit, the model low_rank_kv builds from the calibration itself; the
+    directions are orthonormal, and the first r span what the truncated SVD keeps."""
+    model = gqa4()
+    before = snapshot(model)
+    inputs = attention_inputs(model, token_ids(40, seed=2))
+    for calibration in (None, inputs):
+        found = kv_directions(model, calibration)
+        assert len(found) == GQA4["n_layers"] and found[0].shape == (48, 48)
+        np.testing.assert_allclose(found[0].T @ found[0], np.eye(48), atol=1e-12)
+        for r in (3, 10, 48):
+            once, again = low_rank_kv(model, r, directions=found), low_rank_kv(model, r,
+                                                                               calibration)
+            for a, b in zip(once.layers, again.layers):
+                for name in ("w_dkv", "w_uk", "w_uv", "wq", "wo"):
+                    np.testing.assert_array_equal(a[name], b[name])
+    w_kv = np.concatenate([model.layers[1]["wk"], model.layers[1]["wv"]], axis=1)
+    vt = np.linalg.svd(w_kv.astype(np.float64), full_matrices=False)[2][:5]   # [5, 48]
+    top = kv_directions(model)[1][:, :5]                                    # [48, 5]
+    np.testing.assert_allclose(top @ top.T, vt.T @ vt, atol=1e-8)          # same subspace
+    assert_unchanged(model, before)
+
+
 def test_attention_inputs_are_what_each_layer_normalises():
     model, ids = gqa4(), token_ids(9)
     inputs = attention_inputs(model, ids)
@@ -196,6 +220,14 @@ def test_weights_of_gives_the_arrays_themselves():
     (lambda m: low_rank_kv(m, 4, calibration=np.zeros((3, 5, 48))), "list of n_layers=3"),
     (lambda m: low_rank_kv(m, 4, calibration=[np.zeros((5, 47))] * 3), r"calibration\[0\]"),
     (lambda m: low_rank_kv(m, 4, [np.full((5, 48), np.nan)] * 3), r"calibration\[0\]"),
+    (lambda m: kv_directions(m, [np.zeros((5, 48))]), "list of n_layers=3"),
+    (lambda m: low_rank_kv(m, 4, calibration=[np.ones((5, 48))] * 3,
+                           directions=kv_directions(m)), "not both"),
+    (lambda m: low_rank_kv(m, 4, directions=kv_directions(m)[:2]), "list of n_layers=3"),
+    (lambda m: low_rank_kv(m, 4, directions=np.stack(kv_directions(m))), "list of n_layers=3"),
+    (lambda m: low_rank_kv(m, 4, directions=[np.eye(47)] * 3), r"directions\[0\]"),
+    (lambda m: low_rank_kv(m, 4, directions=[2 * np.eye(48)] * 3), "orthonormal"),
+    (lambda m: low_rank_kv(m, 4, directions=[np.eye(48, dtype=int)] * 3), "orthonormal"),
     (lambda m: share_kv_layers(m, 0), "s must be an integer in"),
     (lambda m: share_kv_layers(m, 4), r"s must be an integer in \[1, 3\]"),
     (lambda m: attention_inputs(m, [[1, 2], [3, 4]]), "one sequence"),
@@ -212,7 +244,8 @@ def test_bad_arguments_are_refused_and_change_nothing(call, words):
 @pytest.mark.parametrize("name", ["mla_expanded", "lowrank", "shared"])
 def test_only_models_caching_their_own_kv_heads_are_pooled_or_factored(name):
     model = make_model(name)
-    for convert in (lambda m: pool_kv_heads(m, 1), lambda m: low_rank_kv(m, 2)):
+    for convert in (lambda m: pool_kv_heads(m, 1), lambda m: low_rank_kv(m, 2),
+                    kv_directions):
         with pytest.raises(ValueError, match="caches keys and values per KV head|cache keys"):
             convert(model)
 

@@ -12,7 +12,8 @@ W_down): editing such an array in place edits both models.
 - low_rank_kv: W_K and W_V side by side, factored through a latent of r values per token, which
   the cache holds ('lowrank' attention). The r directions kept are the largest of the weights
   themselves (their SVD, as MHA2MLA factors them, ji2025mha2mla) or, given calibration text, of
-  the keys and values the layer makes on it (PCA of them, as TransMLA does, meng2025transmla);
+  the keys and values the layer makes on it (PCA of them, as TransMLA does, meng2025transmla):
+  kv_directions finds them once for every rank;
 - share_kv_layers: groups of s adjacent layers attend to the first one's keys and values; the
   others lose their K/V projections (cross-layer attention, brandon2024cla, trains this from
   scratch).
@@ -86,35 +87,75 @@ def attention_inputs(model, token_ids) -> list[np.ndarray]:
     return inputs
 
 
-def low_rank_kv(model, rank: int, calibration=None) -> ToyTransformer:
-    """The model with a latent of `rank` values per token and layer in its
-    cache ('lowrank'). W_KV = [W_K | W_V] is projected on r orthonormal
-    directions P of its outputs: W_DKV = W_KV P makes the latent, P^T
-    rebuilds the keys and values. P: the r largest eigenvectors of
-    W_KV^T W_KV (the weights' SVD, ji2025mha2mla) or, given calibration
-    (attention_inputs of some text), of Y^T Y for the keys and values
-    Y = h W_KV the layer makes on it (PCA, meng2025transmla)."""
-    c = _check_kv_heads_model(model, "low_rank_kv")
-    width = 2 * c.n_kv_heads * c.head_dim         # values a token caches now
-    rank = validate.count("rank", rank, 1, min(c.d_model, width))
+def kv_directions(model, calibration=None) -> list[np.ndarray]:
+    """Per layer, orthonormal directions of W_KV = [W_K | W_V]'s outputs,
+    largest first: the eigenvectors of W_KV^T W_KV (the weights' SVD,
+    ji2025mha2mla) or, given calibration (attention_inputs of some text),
+    of Y^T Y for the keys and values Y = h W_KV the layer makes on it (PCA,
+    meng2025transmla). One eigendecomposition serves every rank.
+    [n_layers] of [2 H_kv d_h, 2 H_kv d_h], float64"""
+    c = _check_kv_heads_model(model, "kv_directions")
     if calibration is not None:
         _check_inputs(calibration, c)
-    weights = weights_of(model)
-    for i, layer in enumerate(weights["layers"]):
-        w_kv = np.concatenate([layer.pop("wk"), layer.pop("wv")], axis=1)
-        w_kv = w_kv.astype(np.float64)                     # [D, 2 H_kv d_h]
+    directions = []
+    for i, layer in enumerate(model.layers):
+        w_kv = np.concatenate([layer["wk"], layer["wv"]], axis=1)
+        w_kv = w_kv.astype(np.float64)          # [D, 2 H_kv d_h]
         if calibration is None:
             gram = w_kv.T @ w_kv                # [2 H_kv d_h, 2 H_kv d_h]
         else:
             kv = calibration[i] @ w_kv          # [T, 2 H_kv d_h], before RoPE
             gram = kv.T @ kv
         _, vectors = np.linalg.eigh(gram)       # ascending eigenvalues
-        basis = vectors[:, ::-1][:, :rank]      # [2 H_kv d_h, r], largest
-        layer["w_dkv"] = (w_kv @ basis).astype(np.float32)       # [D, r]
+        directions.append(vectors[:, ::-1])     # largest first
+    return directions
+
+
+def low_rank_kv(model, rank: int, calibration=None,
+                directions=None) -> ToyTransformer:
+    """The model with a latent of `rank` values per token and layer in its
+    cache ('lowrank'). W_KV = [W_K | W_V] is projected on r orthonormal
+    directions P of its outputs: W_DKV = W_KV P makes the latent, P^T
+    rebuilds the keys and values. P: the first r of kv_directions(model,
+    calibration), or of `directions` if given (found once for many r)."""
+    c = _check_kv_heads_model(model, "low_rank_kv")
+    width = 2 * c.n_kv_heads * c.head_dim         # values a token caches now
+    rank = validate.count("rank", rank, 1, min(c.d_model, width))
+    if directions is None:
+        directions = kv_directions(model, calibration)
+    else:
+        _check_directions(directions, calibration, c)
+    weights = weights_of(model)
+    for layer, vectors in zip(weights["layers"], directions):
+        w_kv = np.concatenate([layer.pop("wk"), layer.pop("wv")], axis=1)
+        basis = vectors[:, :rank]               # [2 H_kv d_h, r], largest
+        w_dkv = w_kv.astype(np.float64) @ basis                  # [D, r]
+        layer["w_dkv"] = w_dkv.astype(np.float32)
         layer["w_uk"] = basis.T[:, :width // 2].astype(np.float32)
         layer["w_uv"] = basis.T[:, width // 2:].astype(np.float32)
     config = replace(c, attention="lowrank", kv_lora_rank=rank)
     return ToyTransformer(config, weights=weights, exact=model.exact)
+
+
+def _check_directions(directions, calibration, config):
+    """directions: kv_directions of a model of this shape, one orthonormal square matrix per
+    layer (given instead of calibration, which they already include)."""
+    if calibration is not None:
+        raise ValueError("give calibration or directions, not both: directions = "
+                         "kv_directions(model, calibration) already include the calibration")
+    width = 2 * config.n_kv_heads * config.head_dim
+    if not isinstance(directions, (list, tuple)) or len(directions) != config.n_layers:
+        got = len(directions) if isinstance(directions, (list, tuple)) else \
+            type(directions).__name__
+        raise ValueError(f"directions must be kv_directions(model, ...): a list of "
+                         f"n_layers={config.n_layers} arrays [{width}, {width}], got {got}")
+    for i, p in enumerate(directions):
+        if (not isinstance(p, np.ndarray) or p.shape != (width, width) or p.dtype.kind != "f"
+                or not np.isfinite(p).all()
+                or not np.allclose(p.T @ p, np.eye(width), atol=1e-6)):
+            raise ValueError(f"directions[{i}] must be an orthonormal float array [{width}, "
+                             f"{width}] (kv_directions), got "
+                             f"{getattr(p, 'shape', type(p).__name__)}")
 
 
 def _check_inputs(calibration, config):
@@ -146,4 +187,5 @@ def share_kv_layers(model, s: int) -> ToyTransformer:
     return ToyTransformer(config, weights=weights, exact=model.exact)
 
 
-__all__ = ["weights_of", "pool_kv_heads", "attention_inputs", "low_rank_kv", "share_kv_layers"]
+__all__ = ["weights_of", "pool_kv_heads", "attention_inputs", "kv_directions", "low_rank_kv",
+           "share_kv_layers"]
