@@ -38,9 +38,6 @@ COLOUR_RULES = ["color-contrast"]
 # toykv.plots.show(fig, alt). Take a chapter out when its figures all say what they show
 # (the checks fail until you do). Empty: every figure is converted, nothing is excused.
 PENDING_ALT_CHAPTERS = frozenset({
-    "01_attention", "02_cost_of_recomputing", "03_why_exact", "04_cache_size",  # issue 39
-    "05_roofline", "06_prefill_decode", "07_shrinking_the_cache", "08_kv_share",  # issue 34
-    "09_real_model",                                                             # issue 34
     "10_serving", "11_speculative", "12_keeping_less",                           # issue 33
 })
 

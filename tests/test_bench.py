@@ -41,3 +41,47 @@ def test_fixed_cost_runs_the_tiny_model_at_the_context():
     assert 0 < seconds < 1
     with pytest.raises(ValueError, match="max_seq_len"):
         fixed_cost(config("gqa"), context=BASE["max_seq_len"], steps=1)
+
+
+def test_rows_runner_repeats_the_same_step():
+    """Each call feeds the same tokens over the same cached context: the cache is truncated back
+    after the forward, so a verify step or a batch can be timed again and again."""
+    from toykv.bench import rows_runner
+    model = make_model("gqa")
+    seen = []
+    real = model.forward
+
+    def forward(ids, cache):
+        seen.append((np.shape(ids), len(cache)))
+        return real(ids, cache)
+    model.forward = forward
+    for tokens, batch, shape in ((5, None, (5,)), (1, 3, (3, 1))):
+        run = rows_runner(model, 12, tokens, batch)
+        run()
+        run()
+        assert seen[-2:] == [(shape, 12), (shape, 12)]
+
+
+def test_products_runner_takes_the_models_few_row_product(monkeypatch):
+    """Every step matrix once per call, as the model multiplies it: a few rows go through
+    Ops.matmul's blocked product (what a batch or a verify step runs); the model's own FLOP
+    count is left alone."""
+    import toykv.ops as ops
+    from toykv.bench import products_runner
+    model = make_model("mha")
+    calls = []
+    monkeypatch.setattr(ops, "blocked_matmul", lambda a, b: calls.append(a.shape) or a @ b)
+    flops = model.flops
+    products_runner(model, 3)()
+    products_runner(model, 1)()
+    assert calls == [(3, w.shape[0]) for w in step_matrices(model)]
+    assert model.flops == flops
+
+
+def test_target_and_sections():
+    from toykv.bench import SECTIONS, main, target
+    assert target(1.2, 1.3, higher_is_better=False) == "(target <= 1.3: MET)"
+    assert target(2.0, 3.0) == "(target >= 3.0: MISSED)"
+    assert sorted(SECTIONS, key=int) == [str(n) for n in range(1, 12)]
+    with pytest.raises(SystemExit, match="unknown section"):
+        main(["6", "12"])                                  # refused before anything runs

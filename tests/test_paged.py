@@ -279,3 +279,19 @@ def test_reads_of_a_middle_range_gather_the_right_positions():
         for first, end in [(0, 11), (3, 9), (4, 8), (5, 6)]:
             assert np.array_equal(seq.layers[1].read(name, first, end),
                                   ref.layers[1].read(name, first, end))
+
+
+@pytest.mark.parametrize("blocks, view", [([2, 3, 4], True), ([5], True), ([4, 2, 7], False),
+                                          ([1, 2, 4], False), ([], False)])
+def test_blocks_in_a_row_are_read_in_place_and_others_copied_in_order(blocks, view):
+    """take_blocks gives the blocks array[:, blocks] gives, in order: a view of the pool when
+    they sit side by side, else one C-ordered copy (what the reshape after it needs)."""
+    from toykv.kinds.paged import take_blocks
+    pool = np.arange(3 * 8 * 4 * 2, dtype=np.float32).reshape(3, 8, 4, 2)   # [H, blocks, bs, d]
+    index = np.array(blocks, dtype=np.int64)
+    got = take_blocks(pool, index, axis=1)
+    assert np.array_equal(got, pool[:, index])
+    assert np.shares_memory(got, pool) == view
+    assert got.flags.c_contiguous or view
+    flat = take_blocks(pool[0], index, axis=0)                    # the scales' layout
+    assert np.array_equal(flat, pool[0][index])

@@ -616,7 +616,19 @@ def keyboard_cache_fill(root) -> int:
     """Step by Enter and by Space, Reset, a new prompt length by the arrow keys, and Step to
     the end (focus then moves to Reset): each move told on the status line as the
     figures show it; returns the moves made."""
-    assert tab_through(root) == _visible_controls(root) == ["step", "reset", "prompt_length"]
+    controls = tab_through(root)
+    assert controls == _visible_controls(root), controls
+    assert controls[:3] == ["step", "reset", "prompt_length"], controls
+    moves = 0
+    if "layer" in controls:                     # the attention view's menus (chapter 3)
+        assert controls[3:] == ["layer", "head"], controls
+        for menu in ("layer", "head"):
+            said = _keys(root, menu, *_a_change(root, menu))
+            layer, head = (root.locator(f"[data-control={m}]").input_value()
+                           for m in ("layer", "head"))
+            assert said.startswith(f"Layer {layer}, head {head}, "), said
+            assert said == root.locator("[data-part=attention_caption]").inner_text(), said
+            moves += 1
     lengths = [int(o) for o in root.evaluate(
         "r => [...r.querySelector('[data-control=prompt_length]').options].map(o => o.value)")]
     said = _keys(root, "prompt_length", "ArrowDown", "Home")      # a change wherever it stood
@@ -639,7 +651,7 @@ def keyboard_cache_fill(root) -> int:
         root.page.keyboard.press("Enter")
     assert root.page.evaluate("() => document.activeElement.dataset.control") == "reset"
     assert "The cache is full" in status(root)
-    return 6 + limit - lengths[1]
+    return 6 + moves + limit - lengths[1]
 
 
 def keyboard_block_pool(root) -> int:

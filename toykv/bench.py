@@ -12,17 +12,24 @@ Prints the machine and then
 5. widget update latency: median time of a cache-fill Step/Reset, a change of the
    attention view's layer or head, and a size-calculator change, against a 100 ms budget
    (a Step, which updates the attention view too, and the attention menus: one frame),
-6. a decode step of each attention variant at 16K tokens against its one-thread bound,
+6. a decode step of each attention variant at 8K and 16K tokens against its one-thread bound,
+   the variants timed in turns with the bandwidth's own product,
 7. decode of SmolLM2-135M's shapes (float32) against its bandwidth bound (chapter 9), with
    the same split of its time as in 1,
 8. batched decode at batch 1, 4 and 16: tokens/s against the bandwidth bound (chapter 6),
 9. speculative decoding on SmolLM2-135M-Instruct (the GGUF, chapter 11): prompt lookup on a
    task that quotes its prompt and on one that does not, speed-up over plain decoding (timed
-   in turns, best of each) and acceptance, the same tokens asserted.
-Each ratio carries PASS or BELOW FLOOR. Bandwidth and peak come from toykv.roofline and are
-measured in rounds interleaved with the model's runs, because on a shared machine they drift
-within seconds. The run also reports how busy other processes kept the CPUs: when they used
-more than a few percent, the figures say more about the neighbours than about toykv.
+   in turns, best of each) and acceptance, the same tokens asserted,
+10. a paged decode step against the contiguous one (blocks of 4, 16 and 64; blocks in a row,
+   and interleaved with another sequence's),
+11. a forward of a few rows over a cache (2-8 tokens of one sequence, as a verify step or a
+   short chunk; one token of 2-8 sequences, a batch) against a one-row decode step, timed in
+   turns on one BLAS thread, with the counted intensity against the measured ridge.
+Each ratio carries PASS or BELOW FLOOR, and the targets of issue 32 MET or MISSED. Bandwidth
+and peak come from toykv.roofline and are measured in rounds interleaved with the model's
+runs, because on a shared machine they drift within seconds. The run also reports how busy
+other processes kept the CPUs: when they used more than a few percent, the figures say more
+about the neighbours than about toykv.
 """
 from __future__ import annotations
 
@@ -38,12 +45,14 @@ from .config import bench_toy, source_toy
 from .flops import cached_step_flops, forward_flops
 from .generate import decode_steps
 from .model import ToyTransformer
+from .ops import Ops
 from .timing import step_matrices, tiny_like
 
 DECODE_CONFIG = bench_toy()         # ~0.57 GB of float32 weights (toykv.config.bench_toy)
 PROMPT_LEN = 512                    # prefill length, and the context decode starts from
 DECODE_ROUNDS, STEPS_PER_ROUND = 5, 12    # each round: measure bandwidth, then time 12 steps
 PREFILL_ROUNDS = 3                  # each round: measure matmul peak, then time one prefill
+PREFILL_TARGET = 0.7                # issue 32: no regression from 0.70-0.72
 TOY_PROMPT, TOY_END, WINDOW = 32, 512, 32  # toy: 32-token prompt to 512; 32-step windows
 EXACT_NEW_TOKENS = 64
 SOURCE_UNCACHED_OVER_CACHED = 58    # source_blog_numpy_toy: 35.1 ms / 0.60 ms per step at 512
@@ -51,12 +60,38 @@ BUSY_WARNING = 0.05                 # other processes' share of the CPUs that sp
 HIGH_STATE = 48e9                   # this VM's measured bandwidth sits near 35 or near 60 GB/s
 SMOLLM2 = "smollm2-135m"            # toykv.zoo's entry, shapes from the model's GGUF metadata
 SMOLLM2_PROMPT = 512                # decode starts from a 512-token context, as in section 1
+SMOLLM2_TARGET, VERIFY_TOKENS, VERIFY_TARGET = 0.7, 5, 1.3   # issue 32
 BATCHES, BATCH_PROMPT, BATCH_ROUNDS, BATCH_STEPS = (1, 4, 16), 64, 3, 6
+BATCH_TARGET = 0.8                  # issue 32: batch 4 and 16 at 0.8 of the bandwidth bound
 
 
 def verdict(ratio: float, floor: float, higher_is_better: bool = True) -> str:
     ok = ratio >= floor if higher_is_better else ratio <= floor
     return "PASS" if ok else "BELOW FLOOR"
+
+
+def target(ratio: float, limit: float, higher_is_better: bool = True) -> str:
+    """A target's verdict: 'target >= limit: MET' (or <=), or MISSED."""
+    ok = ratio >= limit if higher_is_better else ratio <= limit
+    return f"(target {'>=' if higher_is_better else '<='} {limit}: {'MET' if ok else 'MISSED'})"
+
+
+def bandwidth_runner(nbytes: int = 256 * 2**20):
+    """(a runner of measure_bandwidth's product, the bytes it reads): one float32 row times a
+    column-major matrix of nbytes, to time in turns with the model's runs (toykv.timing)."""
+    cols = roofline.BANDWIDTH_COLUMNS
+    w = np.ones((nbytes // 4 // cols, cols), np.float32, order="F")      # [rows, cols]
+    x, out = np.ones(w.shape[0], np.float32), np.empty(cols, np.float32)
+    return (lambda: np.matmul(x, w, out=out)), w.nbytes
+
+
+def peak_runner(n: int = 2048):
+    """(a runner of measure_matmul_peak's product, its FLOPs): two float32 n x n matrices, to
+    time in turns with the model's runs (toykv.timing)."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((n, n)).astype(np.float32) for _ in range(2))
+    out = np.empty((n, n), np.float32)
+    return (lambda: np.matmul(a, b, out=out)), 2 * n**3
 
 
 def random_prompt(n: int, vocab_size: int, seed: int = 0) -> list[int]:
@@ -148,9 +183,9 @@ def bench_decode(model, cache, token):
     return bandwidths, rounds, step_bytes
 
 
-def print_decode(bandwidths, rounds, step_bytes):
+def print_decode(bandwidths, rounds, step_bytes, goal=None):
     """Per round and overall: bytes per step / step time / bandwidth, and the median ratio of
-    the rounds in each of the machine's bandwidth states."""
+    the rounds in each of the machine's bandwidth states (against `goal` too, if given)."""
     steps = [t for r in rounds for t in r]
     bandwidth, step, nbytes = (float(np.median(bandwidths)), float(np.median(steps)),
                                float(np.median(step_bytes)))
@@ -170,7 +205,22 @@ def print_decode(bandwidths, rounds, step_bytes):
         if ratios:
             ratio = float(np.median(ratios))
             print(f"   rounds {name} {HIGH_STATE / 1e9:.0f} GB/s: {len(ratios)}, median of their "
-                  f"ratios {ratio:.2f}  {verdict(ratio, 0.5)}")
+                  f"ratios {ratio:.2f}  {verdict(ratio, 0.5)}"
+                  + ("" if goal is None else f"  {target(ratio, goal)}"))
+
+
+def products_runner(model, rows: int = 1):
+    """A runner of one step's weight products alone (step_matrices) for `rows` rows, as the
+    model multiplies them (toykv.ops.Ops: a few rows go one block of columns at a time), with
+    nothing in between; its own Ops, so the model's FLOP count stays as it is."""
+    matrices = step_matrices(model)
+    inputs = {w.shape[0]: np.ones((rows, w.shape[0]), np.float32) for w in matrices}
+    matmul = Ops().matmul
+
+    def run():
+        for w in matrices:
+            matmul(inputs[w.shape[0]], w)                                  # [rows, out]
+    return run
 
 
 def products_alone(model, repeats: int = DECODE_ROUNDS) -> float:
@@ -239,7 +289,7 @@ def bench_decode_and_prefill():
         print(f"     peak {p / 1e9:6.1f} GFLOP/s, prefill {s:.3f} s -> {flops / s / p:.2f}")
     print(f"   median prefill {prefill:.3f} s, median peak {peak / 1e9:.1f} GFLOP/s")
     print(f"   -> {flops / prefill / 1e9:.1f} GFLOP/s = {ratio:.2f} of measured matmul peak  "
-          f"(goal 0.8, floor 0.5)  {verdict(ratio, 0.5)}")
+          f"(goal 0.8, floor 0.5)  {verdict(ratio, 0.5)}  {target(ratio, PREFILL_TARGET)}")
 
 
 # -- 3 and 4: the source's toy --------------------------------------------------------------
@@ -307,32 +357,77 @@ def bench_widgets():
               f"{verdict(seconds, budget, higher_is_better=False)}{mark}")
 
 
-def bench_variants(context: int = 16384, steps: int = 7):
-    """6. Decode step of each attention variant (chapter 7's toy) at long context, against its
-    bandwidth bound: bytes the step moves (toykv.variants) / bandwidth, both on one BLAS thread."""
+VARIANT_CONTEXTS, VARIANT_ROUNDS = (8192, 16384), 5
+VARIANT_TARGET, GQA_OVER_MHA_TARGET = 1.3, 0.6      # issue 32: step / bound; GQA / MHA at 16K
+
+
+def bench_variants(contexts=VARIANT_CONTEXTS):
+    """6. Decode step of each attention variant (chapter 7's toy) at 8K and 16K tokens against
+    its bandwidth bound, bytes the step moves (toykv.variants) / bandwidth, one BLAS thread:
+    the four variants and the bandwidth's own product timed in turns (toykv.timing, CPU time,
+    best of each), so a busy spell falls on all of them; expanded MLA alone after them."""
     from .steptime import blas_threads, step_time_curve
     from .sizing import decode_step_bytes
+    from .timing import best_seconds, decode_step
     from .variants import TOY_VARIANT_SHAPES, attention_variants, long_context_toy
     configs = attention_variants(long_context_toy(), **TOY_VARIANT_SHAPES)
-    runs = [("MHA", configs["mha"], False), ("GQA", configs["gqa"], False),
-            ("MQA", configs["mqa"], False), ("MLA absorbed", configs["mla"], True),
-            ("MLA expanded", configs["mla"], False)]
+    runs = [("MHA", "mha", False), ("GQA", "gqa", False), ("MQA", "mqa", False),
+            ("MLA absorbed", "mla", True)]
     print(f"\n6. decode step per attention variant (chapter 7's toy: 4 layers, d_model 768, "
-          f"12 heads of 64, float32) at context {context:,}; median of {steps} steps (3 for "
-          f"expanded MLA), one BLAS thread; bound = bytes moved / measure_bandwidth() on one "
-          f"thread, measured just before each variant:")
-    for label, config, absorb in runs:
-        model = ToyTransformer(config, absorb=absorb)
+          f"12 heads of 64, float32), one BLAS thread; the variants and the bandwidth's and "
+          f"peak's products timed in turns, best of {VARIANT_ROUNDS} (CPU time); bound = bytes "
+          f"moved / that bandwidth; ratio = step / bound:")
+    steps, nbytes = {}, {}
+    for context in contexts:
         with blas_threads(1):
-            bandwidth = roofline.measure_bandwidth()
-        n = 3 if label == "MLA expanded" else steps
-        seconds = float(step_time_curve(model, [context], steps=n, threads=1)[0])
-        nbytes = decode_step_bytes(config, context, 1, 4, 4, expanded=not absorb)["total"]
-        bound = nbytes / bandwidth
-        print(f"   {label:13} {nbytes / 1e6:6.0f} MB  step {seconds * 1e3:7.1f} ms  bound "
-              f"{bound * 1e3:6.1f} ms at {bandwidth / 1e9:4.1f} GB/s -> {bound / seconds:.2f} "
-              "of the bound")
-        del model
+            runners = {label: decode_step(ToyTransformer(configs[key], absorb=absorb), context)
+                       for label, key, absorb in runs}
+            runners["bandwidth"], read = bandwidth_runner()
+            runners["peak"], flops = peak_runner()
+            best = best_seconds(runners, rounds=VARIANT_ROUNDS)
+        del runners
+        bandwidth, peak = read / best.pop("bandwidth"), flops / best.pop("peak")
+        steps[context] = best
+        print(f"   {context:,} tokens: bandwidth {bandwidth / 1e9:.1f} GB/s, matmul peak "
+              f"{peak / 1e9:.0f} GFLOP/s (ridge {peak / bandwidth:.1f} FLOP/byte)")
+        for label, key, absorb in runs:
+            nbytes[context, label] = decode_step_bytes(configs[key], context, 1, 4, 4,
+                                                       expanded=not absorb)["total"]
+            bound = nbytes[context, label] / bandwidth
+            roof = max(bound, cached_step_flops(configs[key], context, absorb) / peak)
+            ratio = best[label] / bound
+            print(f"     {label:13} {nbytes[context, label] / 1e6:5.0f} MB  step "
+                  f"{best[label] * 1e3:6.1f} ms  bound {bound * 1e3:6.1f} ms -> {ratio:.2f}x  "
+                  f"{target(ratio, VARIANT_TARGET, higher_is_better=False)}; roofline (FLOPs "
+                  f"at peak too) {roof * 1e3:5.1f} ms -> {best[label] / roof:.2f}x")
+    last = contexts[-1]
+    ratio = steps[last]["GQA"] / steps[last]["MHA"]
+    print(f"   GQA's step / MHA's at {last:,} tokens: {ratio:.2f} (bytes "
+          f"{nbytes[last, 'GQA'] / nbytes[last, 'MHA']:.2f})  "
+          f"{target(ratio, GQA_OVER_MHA_TARGET, higher_is_better=False)}")
+    model = ToyTransformer(configs["mla"], absorb=False)
+    with blas_threads(1):
+        bandwidth = roofline.measure_bandwidth()
+    seconds = float(step_time_curve(model, [last], steps=3, threads=1)[0])
+    moved = decode_step_bytes(configs["mla"], last, 1, 4, 4, expanded=True)["total"]
+    print(f"   {last:,} tokens, MLA expanded  {moved / 1e6:5.0f} MB  step {seconds * 1e3:6.1f} ms"
+          f"  bound {moved / bandwidth * 1e3:6.1f} ms at {bandwidth / 1e9:4.1f} GB/s -> "
+          f"{seconds / (moved / bandwidth):.2f}x (median of 3 steps, alone; information)")
+
+
+def rows_runner(model, context: int, tokens: int = 1, batch: int | None = None):
+    """A runner of one forward of `tokens` new tokens (of each of `batch` sequences) over a
+    cache of `context` stand-in positions (toykv.steptime.fill_cache), which it truncates back
+    after each call: every call is the same step, to time in turns (toykv.timing)."""
+    from .steptime import fill_cache
+    cache = model.new_cache(batch=batch)
+    fill_cache(cache, context)
+    ids = np.zeros(tokens if batch is None else (batch, tokens), np.int64)      # [T] or [B, T]
+
+    def run():
+        model.forward(ids, cache)
+        cache.truncate(context)
+    return run
 
 
 def bench_smollm2():
@@ -351,10 +446,21 @@ def bench_smollm2():
           f"toykv.zoo's shapes with seeded weights; float32 weights "
           f"{model.weight_nbytes / 1e9:.3f} GB; "
           f"context {SMOLLM2_PROMPT + 1}-{SMOLLM2_PROMPT + DECODE_ROUNDS * STEPS_PER_ROUND})")
-    print_decode(bandwidths, rounds, step_bytes)
+    print_decode(bandwidths, rounds, step_bytes, goal=SMOLLM2_TARGET)
     steps = [t for r in rounds for t in r]
     print(f"   {1 / np.median(steps):.0f} tok/s")
     print_decode_parts(model, step_bytes, len(cache))
+    from .steptime import blas_threads
+    from .timing import best_seconds
+    with blas_threads(1):
+        best = best_seconds({"decode": rows_runner(model, SMOLLM2_PROMPT),
+                             "verify": rows_runner(model, SMOLLM2_PROMPT, VERIFY_TOKENS)},
+                            rounds=7)
+    ratio = best["verify"] / best["decode"]
+    print(f"   a verify step of {VERIFY_TOKENS} tokens / one decode step at {SMOLLM2_PROMPT} "
+          f"tokens, timed in turns (one BLAS thread, CPU time, best of 7): "
+          f"{best['verify'] * 1e3:.1f} / {best['decode'] * 1e3:.1f} ms = {ratio:.2f}  "
+          f"{target(ratio, VERIFY_TARGET, higher_is_better=False)}")
 
 
 def bench_batched():
@@ -382,13 +488,16 @@ def bench_batched():
         bound = B * bandwidth / float(np.median(nbytes))          # tok/s if bytes set the pace
         flops = cached_step_flops(c, len(cache), batch=B)         # the last step's
         compute = B * peak / flops                                # tok/s if FLOPs did
+        goal = "" if B == 1 else f"  {target(B / step / bound, BATCH_TARGET)}"
         print(f"   batch {B:2d}: step {step * 1e3:6.1f} ms, {B / step:6.1f} tok/s; bandwidth "
               f"bound {bound:6.1f} tok/s at {bandwidth / 1e9:4.1f} GB/s -> {B / step / bound:.2f}"
-              f"; compute bound {compute:.0f} tok/s at {peak / 1e9:.0f} GFLOP/s")
+              f"{goal}; compute bound {compute:.0f} tok/s at {peak / 1e9:.0f} GFLOP/s; "
+              f"{B / step / min(bound, compute):.2f} of the lower of the two")
         del cache
 
 
 SPEC_NEW, SPEC_K, SPEC_ROUNDS = 48, 8, 3
+SPEC_TARGET = 3.0                   # issue 32: prompt lookup on the quoting task, 3x plain
 SPEC_TASKS = {
     "quote": "Copy this paragraph exactly, word for word:\n\nA language model writes one "
              "token at a time. Each step it reads all of its weights from memory, does a "
@@ -422,8 +531,10 @@ def bench_speculative():
         best = best_seconds(runs, rounds=SPEC_ROUNDS, warmup=0)
         assert [t for s in out["steps"] for t in s.tokens] == out["plain"], name
         stats = acceptance(out["steps"])
+        speedup = best["plain"] / best["spec"]
+        goal = f" {target(speedup, SPEC_TARGET)}" if name == "quote" else ""
         print(f"   {name}: plain {best['plain']:.2f} s, speculative {best['spec']:.2f} s -> "
-              f"speed-up {best['plain'] / best['spec']:.2f}; {stats['verify_steps']} verify "
+              f"speed-up {speedup:.2f}{goal}; {stats['verify_steps']} verify "
               f"steps, {stats['tokens_per_step']:.2f} tokens per step, "
               f"{stats['acceptance_rate']:.0%} of {stats['proposed']} proposals kept; "
               "same tokens")
@@ -435,6 +546,7 @@ def decode_tokens(model, ids, tok) -> list[int]:
 
 
 PAGED_CONTEXT, PAGED_BLOCKS, PAGED_BATCHES = 2048, (4, 16, 64), (1, 8)
+PAGED_TARGET = 1.1                  # issue 32: paged / contiguous at blocks of 16 and 64
 
 
 def bench_paged():
@@ -442,44 +554,129 @@ def bench_paged():
     same context, one forward per sequence for both, timed in turns (CPU time, best of 5)."""
     from .config import decode_toy
     from .paged import decode_step_runner
+    from .steptime import blas_threads
     from .timing import best_seconds, decode_step
     model = ToyTransformer(decode_toy(max_seq_len=PAGED_CONTEXT + 128), seed=0)
     print(f"\n10. paged against contiguous KV cache, decode at {PAGED_CONTEXT:,} tokens, "
-          "chapters 5 and 6's decode toy (float32), one forward per sequence, timed in turns, "
-          "best of 5 (CPU time); ratio = paged / contiguous step time:")
+          "chapters 5 and 6's decode toy (float32), one forward per sequence, one BLAS thread, "
+          "timed in turns, best of 5 (CPU time); ratio = paged / contiguous step time:")
     for B in PAGED_BATCHES:
         blocks = PAGED_BLOCKS if B == 1 else (16,)
         contiguous = [decode_step(model, PAGED_CONTEXT, seed=b) for b in range(B)]
         runs = {"contiguous": lambda c=contiguous: [step() for step in c]}
         for size in blocks:
             runs[size] = decode_step_runner(model, PAGED_CONTEXT, block_size=size, sequences=B)
-        best = best_seconds(runs)
+        if B == 1:
+            for size in (16, 64):
+                runs[f"{size}, interleaved"] = interleaved_runner(model, PAGED_CONTEXT, size)
+        with blas_threads(1):
+            best = best_seconds(runs)
         cells = ", ".join(f"blocks of {size}: {best[size] / best['contiguous']:.2f}"
-                          for size in blocks)
+                          + (f" {target(best[size] / best['contiguous'], PAGED_TARGET, False)}"
+                             if size in (16, 64) or isinstance(size, str) else "")
+                          for size in runs if size != "contiguous")
         print(f"   {B} sequence{'s' if B > 1 else ''}: contiguous {best['contiguous'] * 1e3:.1f}"
               f" ms a step; {cells}")
+    print("   (a sequence's blocks handed out in a row are read in place; 'interleaved': its "
+          "blocks alternate with another sequence's, so a step gathers them into one copy)")
 
 
-def main():
+def interleaved_runner(model, context: int, block_size: int, calls: int = 64):
+    """A runner of one paged decode step of a sequence whose blocks alternate in the pool with
+    another sequence's (the two filled a block at a time, in turns), so its reads gather."""
+    from .steptime import fill_cache
+    per_sequence = -(-(context + calls) // block_size)
+    pool = model.new_paged_cache(2 * per_sequence, block_size)
+    seqs = [pool.new_sequence(), pool.new_sequence()]
+    for done in range(0, context - 1, block_size):
+        for seq in seqs:
+            fill_cache(seq, min(block_size, context - 1 - done))
+    token = np.zeros(1, dtype=np.int64)
+    return lambda: model.forward(token, seqs[0])
+
+
+ROWS_CONTEXT, ROWS, ROW_BATCHES, ROWS_ROUNDS = 512, (2, 3, 5, 8), (2, 4, 8), 5
+ROWS_TARGET = 1.3                   # issue 32: a few rows cost at most 1.3 one-row steps
+
+
+def bench_rows():
+    """11. A forward of a few rows over a cache against a one-row decode step, section 1's
+    model at 512 tokens, one BLAS thread: T tokens of one sequence (a verify step, a short
+    chunk) and one token of each of B sequences (a batch), with the one-row step and the
+    bandwidth's product, all timed in turns (toykv.timing, CPU time, best of each). The target
+    (1.3x) holds while the counted intensity is below the ridge (peak / bandwidth, one thread)."""
+    from .steptime import blas_threads
+    from .timing import best_seconds
+    from .sizing import decode_step_bytes
+    c = DECODE_CONFIG
+    model = ToyTransformer(c)
+    shapes = [("1 row", 1, None)] + [(f"{T} tokens", T, None) for T in ROWS] + [
+        (f"batch {B}", 1, B) for B in ROW_BATCHES]
+    with blas_threads(1):
+        runs = {label: rows_runner(model, ROWS_CONTEXT, T, B) for label, T, B in shapes}
+        runs.update({("products", T): products_runner(model, T) for T in (1,) + ROWS})
+        runs["bandwidth"], read = bandwidth_runner()
+        runs["peak"], flops = peak_runner()
+        best = best_seconds(runs, rounds=ROWS_ROUNDS)
+    bandwidth, peak = read / best.pop("bandwidth"), flops / best.pop("peak")
+    ridge = peak / bandwidth
+    one = best["1 row"]
+    weights = model.weight_nbytes
+    print(f"\n11. a few rows over a cache against a one-row step (section 1's model, "
+          f"{ROWS_CONTEXT} cached tokens, one BLAS thread, timed in turns, best of "
+          f"{ROWS_ROUNDS}, CPU time, with the bandwidth's and the peak's products): bandwidth "
+          f"{bandwidth / 1e9:.1f} GB/s, matmul peak {peak / 1e9:.0f} GFLOP/s: ridge "
+          f"{ridge:.1f} FLOP/byte")
+    for label, T, B in shapes:
+        flops = forward_flops(c, T, ROWS_CONTEXT, batch=B or 1)
+        cache = decode_step_bytes(c, ROWS_CONTEXT + T, 1, 4, 4)["kv"]
+        nbytes = weights + (B or 1) * cache
+        intensity, ratio = flops / nbytes, best[label] / one
+        if T == 1 and B is None:
+            print(f"   1 row: {one * 1e3:.1f} ms, {nbytes / one / bandwidth:.2f} of its "
+                  f"bandwidth bound ({nbytes / 1e6:.0f} MB)")
+            continue
+        goal = (target(ratio, ROWS_TARGET, higher_is_better=False) if intensity < ridge
+                else "(above the ridge: no target)")
+        print(f"   {label:9}: {best[label] * 1e3:6.1f} ms = {ratio:.2f}x the one-row step (its "
+              f"bandwidth bound: {nbytes / bandwidth / one:.2f}x); counted {intensity:.1f} "
+              f"FLOP/byte  {goal}")
+    alone = best[("products", 1)]
+    print(f"   where the time goes: the weight products alone (products_runner)"
+          f" take {alone * 1e3:.1f} ms for one row, "
+          + ", ".join(f"{best[('products', T)] / alone:.2f}x for {T}" for T in ROWS)
+          + "; the rest of the step (attention over the cache, norms, RoPE, softmax) "
+          f"{(one - alone) * 1e3:.1f} ms for one row, "
+          + ", ".join(f"{(best[f'{T} tokens'] - best[('products', T)]) * 1e3:.1f} ms for {T}"
+                      for T in ROWS))
+
+
+SECTIONS = {"1": bench_decode_and_prefill, "2": bench_decode_and_prefill, "3": bench_toy,
+            "4": bench_exact, "5": bench_widgets, "6": bench_variants, "7": bench_smollm2,
+            "8": bench_batched, "9": bench_speculative, "10": bench_paged, "11": bench_rows}
+
+
+def main(argv=None):
+    """Every section, or those named on the command line: python -m toykv.bench 6 11."""
+    import sys
+    names = sys.argv[1:] if argv is None else list(argv)
+    unknown = [name for name in names if name not in SECTIONS]
+    if unknown:
+        raise SystemExit(f"unknown section(s) {unknown}; the sections are 1-11 "
+                         "(1 and 2 run together)")
     t_start, others = time.perf_counter(), OthersLoad()
     others.start()
-    print("toykv benchmark: python -m toykv.bench")
+    print("toykv benchmark: python -m toykv.bench" + "".join(f" {n}" for n in names))
     print_machine()
     print("roofline: toykv.roofline.measure_bandwidth() (a float32 row times a 256 MiB "
-          "float32 matrix, best of 5) "
+          "column-major float32 matrix, best of 5) "
           "and measure_matmul_peak() (float32 2048^3, best of 5), measured in rounds between "
           "the model's runs; ratios use medians")
-    bench_decode_and_prefill()
-    bench_toy()
-    bench_exact()
-    bench_widgets()
-    bench_variants()
-    bench_smollm2()
-    bench_batched()
-    bench_speculative()
-    bench_paged()
+    for section in dict.fromkeys(SECTIONS[name] for name in names or SECTIONS):
+        section()
     share = others.share()
-    print(f"\nload average at the end: {load_average()}; total {time.perf_counter() - t_start:.0f} s")
+    print(f"\nload average at the end: {load_average()}; total "
+          f"{time.perf_counter() - t_start:.0f} s")
     if share is None:
         print("other processes' CPU use: unknown (no /proc/stat)")
     else:

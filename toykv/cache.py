@@ -249,6 +249,17 @@ class KVCache:
             layer.check_room(self.length, T)
         self._check_open(T)
 
+    def check_chunks(self, T: int, chunk: int):
+        """Refuse, before a run that feeds T more tokens `chunk` at a time, one that some layer
+        would refuse part-way: no room for them all (check_room), or a step it cannot take
+        where it comes (a renumbered policy past its budget takes one token a step). Changes
+        nothing."""
+        T, chunk = validate.count("T", T, 1), validate.count("chunk", chunk, 1)
+        self.check_room(T)
+        for done in range(0, T, chunk):                 # T <= max_seq_len: a bounded loop
+            for layer in self.layers:
+                layer.check_step(self.length + done, min(chunk, T - done))
+
     def _check_open(self, T: int):
         if self.finished:
             raise ValueError("this cache is finished; start a new one")

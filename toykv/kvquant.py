@@ -164,6 +164,9 @@ def compare_schemes(model, prefix_cache, prompt_ids, n_new: int, schemes) -> dic
     prefix_cache = _check_measurable(prefix_cache, "compare_schemes")
     if not prefix_cache.owned_by(model) or prefix_cache.batch is not None:
         raise ValueError("prefix_cache must be a cache of this model holding one sequence")
+    if isinstance(schemes, (QuantScheme, str, bytes, dict)) or not hasattr(schemes, "__iter__"):
+        raise ValueError(f"schemes must be a list of QuantScheme (one per quantized row), got "
+                         f"{type(schemes).__name__}")
     schemes = list(schemes)
     if not schemes or not all(isinstance(s, QuantScheme) for s in schemes):
         raise ValueError(f"schemes must be a non-empty list of QuantScheme, got {schemes!r}")

@@ -27,11 +27,16 @@ from .watch import AttentionWatch
 
 
 def weight_layout(w: np.ndarray) -> np.ndarray:
-    """A [n_in, n_out] float32 matrix, column-major when n_out <= n_in (as a checkpoint's
-    [out, in] matrix read transposed is): OpenBLAS streams those faster in x @ W, and the
-    wide ones row-major. The embedding [|V|, D] too: its transpose, the tied head, is wide."""
-    order = "F" if w.shape[1] <= w.shape[0] else "C"
-    return np.asarray(w, dtype=np.float32, order=order)
+    """A [n_in, n_out] float32 matrix stored column-major, as a checkpoint's [out, in] matrix
+    read transposed is: x @ W reads each output's weights as one contiguous column, and a
+    block of columns as one piece (Ops.matmul's few-row product keeps a block in cache)."""
+    return np.asarray(w, dtype=np.float32, order="F")
+
+
+def embedding_layout(embed: np.ndarray) -> np.ndarray:
+    """The embedding [|V|, D] as float32 rows: a token's vector is one contiguous row, and the
+    tied head, its transpose [D, |V|], is column-major like every other weight."""
+    return np.ascontiguousarray(embed, dtype=np.float32)
 
 
 class Layer(dict):
@@ -98,15 +103,15 @@ def weight_shapes(config: ModelConfig) -> dict:
             "layers": [spec.weight_shapes for spec in c.layers]}
 
 
-def _checked(name: str, array, shape) -> np.ndarray:
-    """A float32 copy of one given weight, after checking its type, shape and values."""
+def _checked(name: str, array, shape, layout=weight_layout) -> np.ndarray:
+    """A float32 copy of one given weight in its layout, after checking type, shape and values."""
     if not isinstance(array, np.ndarray) or array.dtype.kind != "f":
         what = array.dtype if isinstance(array, np.ndarray) else type(array).__name__
         raise ValueError(f"weights{name} must be a floating-point numpy array, got {what}")
     if array.shape != shape:
         raise ValueError(f"weights{name} has shape {array.shape}, the config needs {shape}")
     with np.errstate(over="ignore"):                   # too large for float32 -> inf: refused
-        array = weight_layout(array) if array.ndim == 2 else array.astype(np.float32)
+        array = layout(array) if array.ndim == 2 else array.astype(np.float32)
     if not np.isfinite(array).all():
         raise ValueError(f"weights{name} holds NaN or infinite values (or values too large "
                          "for float32)")
@@ -133,7 +138,8 @@ def check_weights(weights, config: ModelConfig) -> dict:
         raise ValueError(f"weights['layers'] must be a list of n_layers={config.n_layers} "
                          f"dicts, got {got}")
     checked = {key: None if shapes[key] is None else
-               _checked(f"[{key!r}]", weights[key], shapes[key])
+               _checked(f"[{key!r}]", weights[key], shapes[key],
+                        embedding_layout if key == "embed" else weight_layout)
                for key in ("embed", "final_norm", "lm_head")}
     checked["layers"] = []
     for i, (layer, spec) in enumerate(zip(layers, config.layers)):
@@ -209,8 +215,8 @@ class ToyTransformer:
         def w(n_in, n_out, scale=1.0):                  # [n_in, n_out], variance 1/n_in
             return weight_layout(rng.standard_normal((n_in, n_out)) * scale / np.sqrt(n_in))
 
-        self.embed = weight_layout(rng.standard_normal((c.vocab_size, c.d_model))
-                                   / np.sqrt(c.d_model))
+        self.embed = embedding_layout(rng.standard_normal((c.vocab_size, c.d_model))
+                                      / np.sqrt(c.d_model))
         self.layers = [Layer({name: np.ones(shape, np.float32) if len(shape) == 1 else
                               w(*shape, out_scale if name in RESIDUAL_OUTPUTS else 1.0)
                               for name, shape in spec.weights}, not spec.shares_kv)

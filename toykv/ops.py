@@ -25,15 +25,18 @@ class Ops:
         self.flops = 0
 
     def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        """a [..., m, k] @ b [..., k, n] -> [..., m, n], batch dims broadcast. A large b shared
-        by several of a's matrices (attention's keys, shared by the query heads of a group)
-        is read once for all of them (stacked_matmul); a small one, once per matrix, which
-        BLAS does faster for the few rows of a decode step."""
+        """a [..., m, k] @ b [..., k, n] -> [..., m, n], batch dims broadcast. A few rows times
+        a weight matrix go one block of its columns at a time (blocked_matmul). A large b
+        shared by several of a's matrices (attention's keys, shared by the query heads of a
+        group) is read once for all of them (stacked_matmul); a small one, once per matrix,
+        which BLAS does faster for the few rows of a decode step."""
         k = a.shape[-1]
         if b.shape[-2] != k:
             raise ValueError(f"matmul: a has {k} columns but b has {b.shape[-2]} rows")
         if self.exact:
             out = fixed_order_matmul(a, b)
+        elif few_rows(a, b):
+            out = blocked_matmul(a, b)
         elif shared_operand(a, b):
             out = stacked_matmul(a, b)
         else:
@@ -50,6 +53,9 @@ class Ops:
 
 FEW_OUTPUTS = 512     # up to this many outputs, fixed_order_matmul's running sums are faster
 SHARED_BYTES = 1 << 20   # a shared matrix this large is read once, for every matrix it serves
+FEW_ROWS = 7          # up to this many rows, one matrix-vector product per row is fastest
+BLOCKED_ROWS = 64     # up to this many rows, a product is taken over blocks of b's columns
+BLOCK_BYTES = 512 << 10  # columns of b taken together: a block this size stays in L2 cache
 
 
 def shared_operand(a: np.ndarray, b: np.ndarray) -> bool:
@@ -58,6 +64,31 @@ def shared_operand(a: np.ndarray, b: np.ndarray) -> bool:
     for each of a's matrices would stream it from memory G times."""
     return (a.ndim >= 3 and b.ndim == a.ndim and b.shape[-3] == 1 and a.shape[-3] > 1
             and b.shape[-2] * b.shape[-1] * b.itemsize >= SHARED_BYTES)
+
+
+def few_rows(a: np.ndarray, b: np.ndarray) -> bool:
+    """True for a [m, k] @ b [k, n] with 2 <= m <= BLOCKED_ROWS rows (a batch of decode steps,
+    a verify step, a short prompt) and b column-major, as every weight is (model.weight_layout)."""
+    return (a.ndim == 2 and b.ndim == 2 and 2 <= a.shape[0] <= BLOCKED_ROWS
+            and b.flags.f_contiguous)
+
+
+def blocked_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a [m, k] @ b [k, n] for a few rows, one block of b's columns at a time (BLOCK_BYTES, so
+    the block stays in cache while every row uses it): b streams from memory once. Up to
+    FEW_ROWS rows, one matrix-vector product per row (each row then gets the bits a product of
+    that row alone gives); beyond, one matrix product per block. BLAS's matrix product over the
+    whole of b packs it first and fills a register tile wider than a few rows: 2 to 7 rows cost
+    2.2-3.5 times one row, against 1.4-2.8 here (BENCHMARKS.md). -> [m, n]"""
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.empty((m, 1, n), np.result_type(a, b))                 # [m, 1, n]
+    rows = a[:, None, :] if m <= FEW_ROWS else a                    # [m, 1, k] or [m, k]
+    width = max(64, BLOCK_BYTES // (b.itemsize * k) // 64 * 64)     # columns per block
+    for j in range(0, n, width):
+        block = out[:, :, j:j + width] if m <= FEW_ROWS else out[:, 0, j:j + width]
+        np.matmul(rows, b[:, j:j + width], out=block)
+    return out[:, 0, :]
 
 
 def stacked_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -79,7 +110,7 @@ def fixed_order_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     batch = math.prod(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
     if batch * a.shape[-2] * b.shape[-1] <= FEW_OUTPUTS:
         terms = a[..., :, None, :] * np.swapaxes(b, -1, -2)[..., None, :, :]  # [..., m, n, k]
-        return np.cumsum(terms, axis=-1)[..., -1]
+        return np.ascontiguousarray(np.cumsum(terms, axis=-1)[..., -1])   # [..., m, n]
     b = np.ascontiguousarray(b)                         # its rows are read one by one
     out = a[..., :, 0:1] * b[..., 0:1, :]               # [..., m, n]
     for i in range(1, k):                               # fixed order: term 0, 1, 2, ...

@@ -14,6 +14,9 @@ import numpy as np
 from . import validate
 from .kinds.paged import (MAX_BLOCKS, BlockManager, BlockPool, BlockTable, OutOfBlocks,
                           PagedLayer)
+from .layers import KV_DTYPE_BYTES
+from .model import check_model
+from .sizing import kv_cache_bytes
 
 
 def decode_step_runner(model, context: int, block_size: int = 16, sequences: int = 1,
@@ -24,9 +27,17 @@ def decode_step_runner(model, context: int, block_size: int = 16, sequences: int
     `calls` calls; a runner called more often raises OutOfBlocks."""
     from .steptime import fill_cache
 
+    check_model(model)
+    calls = validate.count("calls", calls, 1, model.config.max_seq_len - 1)
     context = validate.count("context", context, 1, model.config.max_seq_len - calls)
-    sequences = validate.count("sequences", sequences, 1)
-    per_sequence = -(-(context + calls) // validate.count("block_size", block_size, 1))
+    block_size = validate.count("block_size", block_size, 1, model.config.max_seq_len)
+    seed = validate.count("seed", seed, 0)
+    per_sequence = -(-(context + calls) // block_size)
+    sequences = validate.count("sequences", sequences, 1, MAX_BLOCKS // per_sequence)
+    validate.fits_in_memory(f"a pool for {sequences:,} sequences of {context + calls} tokens",
+                            kv_cache_bytes(model.config, per_sequence * block_size, sequences,
+                                           KV_DTYPE_BYTES["float32"][0]),
+                            "give fewer sequences")
     pool = model.new_paged_cache(sequences * per_sequence, block_size)
     seqs = [pool.new_sequence() for _ in range(sequences)]
     for seq in seqs:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import validate
+from .config import check_config
 from .kinds import KINDS
 
 # 'full' keeps every token (and counts the attention each received: the h2o kind, no budget);
@@ -90,7 +91,8 @@ class CachePolicy:
 
     def held(self, length: int) -> int:
         """Tokens a layer holds once `length` tokens have gone through it."""
-        return length if self.budget is None else min(length, self.budget)
+        length = validate.count("length", length, 0)
+        return length if self.budget is None else min(length, int(self.budget))
 
     @property
     def kind(self) -> str:
@@ -103,12 +105,31 @@ class CachePolicy:
 
     def keep(self, positions: np.ndarray, received: np.ndarray) -> np.ndarray:
         """Indices (ascending) of the tokens to keep, given every candidate's position
-        (ascending) [n] and the attention it has received [n]: the kind's rule."""
-        return KINDS[self.kind].choose(self, np.asarray(positions), np.asarray(received))
+        (ascending) [n] and the attention it has received [n] (finite numbers; None for a
+        rule that does not read it: 'window', 'sinks'): the kind's rule."""
+        positions = np.asarray(validate.token_ids("positions", positions), dtype=np.int64)
+        if np.any(np.diff(positions) <= 0):
+            raise ValueError(f"positions must rise, each once, got {positions[:8].tolist()}")
+        if received is None and self.kind == "h2o" and self.budget is not None:
+            raise ValueError(f"received is needed: policy {self.name!r} keeps the tokens that "
+                             "received the most attention")
+        if received is not None:
+            try:
+                received = np.asarray(received, dtype=np.float64)
+            except (ValueError, TypeError):
+                raise ValueError(f"received must be numbers, the attention each candidate "
+                                 f"received, got {received!r:.60}") from None
+            if received.shape != positions.shape or not np.isfinite(received).all():
+                raise ValueError(f"received must be {len(positions)} finite numbers (one per "
+                                 f"position), got shape {received.shape}"
+                                 + ("" if received.shape != positions.shape else
+                                    " with NaN or inf"))
+        return KINDS[self.kind].choose(self, positions, received)
 
 
 def check_policy(policy, config, batch) -> CachePolicy:
     """The policy for a cache of this config and batch, or a ValueError that says why not."""
+    check_config(config)
     if isinstance(policy, str):
         policy = CachePolicy(policy)          # 'full' alone needs no options; others say so
     if not isinstance(policy, CachePolicy):

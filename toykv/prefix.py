@@ -14,6 +14,7 @@ import time
 from . import validate
 from .cache import KVCache
 from .generate import decode_steps
+from .runcheck import check_run
 from .model import ToyTransformer
 
 
@@ -61,12 +62,18 @@ def compare_reuse(model, prefix_ids, prefix_cache: KVCache, prompt_ids, max_new_
     if prefix_cache.batch is not None:
         raise ValueError(f"prefix_cache holds a batch of {prefix_cache.batch} sequences; "
                          "compare_reuse continues one: fill model.new_cache() with prefix_ids")
+    check_run(model, suffix, max_new_tokens, stop_ids=stop_ids,     # the reused run's checks,
+              cache=prefix_cache)                 # on the prefix: its model, room, blocks
+    fresh_run = decode_steps(model, prompt, max_new_tokens, stop_ids=stop_ids)   # checked
     start = time.perf_counter()
     cache = prefix_cache.copy()                       # bound to prefix_cache's model
     copy_seconds = time.perf_counter() - start
-    model.check_cache(cache, None)                    # another model's cache: refused now
-    fresh = list(decode_steps(model, prompt, max_new_tokens, stop_ids=stop_ids))
-    reused = list(decode_steps(model, suffix, max_new_tokens, stop_ids=stop_ids, cache=cache))
+    try:                                              # a pool's copy holds blocks: given back
+        reused_run = decode_steps(model, suffix, max_new_tokens, stop_ids=stop_ids,
+                                  cache=cache)        # checked (room for the run) first
+        fresh, reused = list(fresh_run), list(reused_run)
+    finally:
+        cache.finish()
     return {"fresh": fresh, "reused": reused, "suffix": suffix, "copy_seconds": copy_seconds,
             "first_token_fresh": fresh[0].seconds,
             "first_token_reused": copy_seconds + reused[0].seconds,

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from . import validate
+from .cache import check_cache
 from .model import check_model
 
 
@@ -23,23 +24,35 @@ def _check_text(model, token_ids) -> np.ndarray:
     if batched or ids.shape[1] < 2:
         raise ValueError(f"token_ids must be one sequence [N] of at least 2 tokens, got shape "
                          f"{np.shape(token_ids)}")
+    if ids.shape[1] > model.config.max_seq_len:
+        raise ValueError(f"token_ids holds {ids.shape[1]} tokens, more than max_seq_len "
+                         f"{model.config.max_seq_len}")
     return ids[0]
 
 
 def token_losses(logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """-log softmax(logits)[target] per row, float64: logits [T, |V|], targets [T] (ids in
-    [0, |V|))."""
-    logits, targets = np.asarray(logits), np.asarray(targets)
-    if logits.ndim != 2 or targets.shape != (len(logits),) or targets.dtype.kind not in "iu":
+    """-log softmax(logits)[target] per row, float64: logits [T, |V|] (finite), targets [T]
+    (ids in [0, |V|))."""
+    try:
+        logits, targets = np.asarray(logits), np.asarray(targets)
+    except ValueError:                                  # ragged rows
+        raise ValueError("logits and targets must be arrays: logits [T, |V|], targets [T]; "
+                         "got ragged rows") from None
+    if logits.ndim != 2 or logits.dtype.kind not in "fiu" or not logits.shape[1]:
+        raise ValueError(f"logits must be a real array [T, |V|] with |V| >= 1, got shape "
+                         f"{logits.shape} ({logits.dtype})")
+    if targets.shape != (len(logits),) or (targets.size and targets.dtype.kind not in "iu"):
         raise ValueError(f"token_losses takes logits [T, |V|] and integer targets [T], got "
                          f"shapes {logits.shape} and {targets.shape} ({targets.dtype})")
     if targets.size and (targets.min() < 0 or targets.max() >= logits.shape[1]):
         raise ValueError(f"targets must be token ids in [0, {logits.shape[1]}), got "
                          f"{targets.min()} to {targets.max()}")
+    if not np.isfinite(logits).all():
+        raise ValueError("logits must be finite numbers: they hold NaN or infinities")
     z = logits.astype(np.float64)
     top = z.max(axis=-1)
     log_total = top + np.log(np.exp(z - top[:, None]).sum(axis=-1))        # log-sum-exp [T]
-    return log_total - z[np.arange(len(targets)), targets]
+    return log_total - z[np.arange(len(targets)), targets.astype(np.int64)]
 
 
 def next_token_losses(model, token_ids, policy=None, chunk: int = 64, cache=None):
@@ -54,14 +67,14 @@ def next_token_losses(model, token_ids, policy=None, chunk: int = 64, cache=None
     if policy is None and cache is None:
         return token_losses(model(ids)[:-1], ids[1:])
     chunk = validate.count("chunk", chunk, 1)
-    if cache is None:
-        cache = model.new_cache(capacity=len(ids), policy=policy)
-    else:
+    if cache is not None:
         model.check_cache(cache, None)
         if len(cache) or policy is not None:
             raise ValueError("cache must be an empty cache (model.new_cache(...)), given "
                              "without a policy (the cache's own is used)")
-        cache.check_room(len(ids))      # room for the whole text (max_seq_len, blocks)
+    if cache is None:
+        cache = model.new_cache(capacity=len(ids), policy=policy)
+    cache.check_chunks(len(ids), chunk)  # every step fits (max_seq_len, blocks, the policy)
     losses = []
     for start in range(0, len(ids), chunk):
         logits = model(ids[start:start + chunk], cache)                  # [T, |V|]
@@ -127,16 +140,29 @@ def sample_text() -> str:
 
 def perplexity(losses) -> float:
     """exp(mean loss): the number of equally likely tokens the model is as unsure as."""
-    losses = np.asarray(losses, dtype=np.float64)
+    if isinstance(losses, (str, bytes)):
+        raise ValueError(f"losses must be a 1-D array of numbers, got a {type(losses).__name__}")
+    try:
+        losses = np.asarray(losses, dtype=np.float64)
+    except (ValueError, TypeError):
+        raise ValueError(f"losses must be a non-empty 1-D array of finite numbers, got "
+                         f"{losses!r:.60}") from None
     if losses.ndim != 1 or not losses.size or not np.isfinite(losses).all():
-        raise ValueError("losses must be a non-empty 1-D array of finite numbers")
-    return float(np.exp(losses.mean()))
+        raise ValueError(f"losses must be a non-empty 1-D array of finite numbers, got shape "
+                         f"{losses.shape}" + ("" if not losses.size or
+                                              np.isfinite(losses).all() else " with NaN or inf"))
+    mean = losses.mean()
+    if mean > np.log(np.finfo(np.float64).max):
+        raise ValueError(f"losses average {mean:g}: exp of that overflows (no finite "
+                         "perplexity); losses are -log p of each token, a few at most")
+    return float(np.exp(mean))
 
 
 def attention_share(cache, first: int = 4) -> np.ndarray:
     """Per layer, the share of all attention weight (every query and head) that went to the
     first `first` tokens, from a cache with policy 'full' that a text went through."""
-    if getattr(cache, "policy", None) is None or cache.policy.name != "full" or not len(cache):
+    check_cache(cache)
+    if cache.policy is None or cache.policy.name != "full" or not len(cache):
         raise ValueError("attention_share needs a cache with CachePolicy('full') that a text "
                          "went through")
     first = validate.count("first", first, 1)

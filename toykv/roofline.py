@@ -151,9 +151,10 @@ HARDWARE = {
 
 
 def hardware(name: str) -> Hardware:
-    """The preset called `name` (a key of HARDWARE)."""
-    if name not in HARDWARE:
-        raise KeyError(f"unknown hardware {name!r}; known: {sorted(HARDWARE)}")
+    """The preset called `name` (a key of HARDWARE); an unknown name raises KeyError (a
+    ValueError too, validate.UnknownName)."""
+    if not isinstance(name, str) or name not in HARDWARE:
+        raise validate.UnknownName(f"unknown hardware {name!r}; known: {sorted(HARDWARE)}")
     return HARDWARE[name]
 
 
@@ -246,7 +247,8 @@ BANDWIDTH_COLUMNS = 4096   # columns of the float32 matrix measure_bandwidth str
 
 def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 5) -> float:
     """Memory read bandwidth in bytes/s, measured with the read a decode step does: best of
-    `repeats` runs of x @ W, one float32 row x times a float32 matrix W of nbytes bytes.
+    `repeats` runs of x @ W, one float32 row x times a float32 matrix W of nbytes bytes,
+    stored column-major as toykv's weights are (model.weight_layout).
 
     Counts nbytes (W is read once from memory; x and the result are one row each, at most
     BANDWIDTH_COLUMNS values). This is the matrix-vector product every projection of a
@@ -258,7 +260,7 @@ def measure_bandwidth(nbytes: int = 256 * 2**20, repeats: int = 5) -> float:
     _check_bandwidth_args(nbytes, repeats)
     values = nbytes // 4
     cols = math.gcd(values, BANDWIDTH_COLUMNS)
-    w = np.ones((values // cols, cols), dtype=np.float32)  # [rows, cols]; touches every page
+    w = np.ones((values // cols, cols), np.float32, order="F")   # [rows, cols]; every page
     x = np.ones(values // cols, dtype=np.float32)           # [rows]
     out = np.empty(cols, dtype=np.float32)                  # [cols], reused: no allocation
     return nbytes / min(timed_runs(lambda: np.matmul(x, w, out=out), repeats))

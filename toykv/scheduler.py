@@ -36,7 +36,7 @@ What a step holds:
 """
 from __future__ import annotations
 
-import math
+import itertools
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -45,13 +45,17 @@ import numpy as np
 from . import validate
 from .config import ModelConfig, check_config
 from .flops import forward_flops
+from .model import check_model
 from .paged import BlockManager, BlockPool
 from .roofline import Hardware
+from .runcheck import check_run
 from .sizing import kv_cache_bytes, read_config, weight_bytes_read
 
 BATCHING = ("continuous", "static")
 MAX_REQUESTS = 100_000          # a simulated mix has at most this many requests
-MAX_ITERATIONS = 10_000_000     # steps a run may take, at most: checked before it starts
+MAX_ITERATIONS = 1_000_000      # steps a run may take, at most (about a minute of simulation):
+#                                 bounded from the requests before the run starts
+MAX_RECORDED = 10_000_000       # block owners a run records (record_blocks), at most
 
 
 @dataclass(frozen=True)
@@ -66,10 +70,7 @@ class Request:
         validate.count("id", self.id, 0)
         validate.count("prompt_len", self.prompt_len, 1)
         validate.count("output_len", self.output_len, 1)
-        if isinstance(self.arrival, bool) or not isinstance(self.arrival, (int, float)) or \
-                not math.isfinite(self.arrival) or self.arrival < 0:
-            raise ValueError(f"arrival must be a finite number of seconds >= 0, got "
-                             f"{self.arrival!r}")
+        validate.number("arrival", self.arrival, 0.0, allow_minimum=True)
 
 
 def request_mix(n: int, seed: int = 0, prompt=(16, 512), output=(16, 256),
@@ -80,7 +81,8 @@ def request_mix(n: int, seed: int = 0, prompt=(16, 512), output=(16, 256),
     seed = validate.count("seed", seed, 0)
     ranges = []
     for name, pair in (("prompt", prompt), ("output", output)):
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        if isinstance(pair, (str, bytes, dict)) or not hasattr(pair, "__len__") or \
+                len(pair) != 2:
             raise ValueError(f"{name} must be a (low, high) pair of token counts, got {pair!r}")
         low = validate.count(f"{name} low", pair[0], 1)
         ranges.append((low, validate.count(f"{name} high", pair[1], low)))
@@ -89,6 +91,9 @@ def request_mix(n: int, seed: int = 0, prompt=(16, 512), output=(16, 256),
     outputs = rng.integers(ranges[1][0], ranges[1][1] + 1, n)
     arrivals = np.zeros(n) if rate is None else np.cumsum(
         rng.exponential(1 / validate.number("rate", rate), n))
+    if not np.isfinite(arrivals).all():
+        raise ValueError(f"rate must be a number of requests per second whose arrival times "
+                         f"stay finite, got {rate!r} (too small)")
     return [Request(i, int(p), int(o), float(a))
             for i, (p, o, a) in enumerate(zip(prompts, outputs, arrivals))]
 
@@ -117,7 +122,10 @@ class StepModel:
 
     def parts(self, prefills=(), contexts=()) -> tuple[int, int]:
         """(FLOPs, bytes) of an iteration: prefills as (new tokens, cached tokens) pairs,
-        decode steps as contexts (tokens held after the step)."""
+        decode steps as contexts (tokens held after the step). At most MAX_REQUESTS of each."""
+        return self._parts(*_check_step(prefills, contexts))
+
+    def _parts(self, prefills, contexts) -> tuple[int, int]:
         c = self.config
         head = 2 * c.d_model * c.vocab_size
         flops = sum(forward_flops(c, new, cached) - head * (new - 1) for new, cached in prefills)
@@ -132,8 +140,37 @@ class StepModel:
 
     def seconds(self, prefills=(), contexts=()) -> float:
         """The iteration's modelled time (a bound, plus the overhead)."""
-        flops, nbytes = self.parts(prefills, contexts)
+        return self._seconds(*_check_step(prefills, contexts))
+
+    def _seconds(self, prefills, contexts) -> float:
+        flops, nbytes = self._parts(prefills, contexts)
         return self.hardware.min_seconds(flops, nbytes) + self.overhead
+
+
+def _items(name: str, values) -> list:
+    """A list of at most MAX_REQUESTS items (a str, a lone number or a generator without end
+    is refused)."""
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__iter__"):
+        raise ValueError(f"{name} must be a list, got {type(values).__name__} {values!r:.60}")
+    values = list(itertools.islice(values, MAX_REQUESTS + 1))
+    if len(values) > MAX_REQUESTS:
+        raise ValueError(f"{name} has more than MAX_REQUESTS={MAX_REQUESTS:,} entries")
+    return values
+
+
+def _check_step(prefills, contexts) -> tuple[list, list]:
+    """An iteration's prefills, (new tokens >= 1, cached tokens >= 0) pairs, and decode
+    contexts (>= 1), checked, as lists of ints."""
+    pairs = []
+    for i, pair in enumerate(_items("prefills", prefills)):
+        if isinstance(pair, (str, bytes, dict)) or not hasattr(pair, "__len__") or \
+                len(pair) != 2:
+            raise ValueError(f"prefills[{i}] must be a (new tokens, cached tokens) pair, got "
+                             f"{pair!r:.60}")
+        pairs.append((validate.count(f"prefills[{i}] new tokens", pair[0], 1),
+                      validate.count(f"prefills[{i}] cached tokens", pair[1], 0)))
+    return pairs, [validate.count(f"contexts[{i}]", c, 1)
+                   for i, c in enumerate(_items("contexts", contexts))]
 
 
 # -- a request as the scheduler sees it ------------------------------------------------------
@@ -148,6 +185,14 @@ class Sequence:
     The newest token made is fed by the next step, so a decoding sequence holds all but one."""
 
     def __init__(self, request: Request, prompt_ids: list | None = None):
+        if not isinstance(request, Request):
+            raise ValueError(f"request must be a toykv.scheduler.Request, got "
+                             f"{type(request).__name__}")
+        if prompt_ids is not None:
+            prompt_ids = validate.token_ids("prompt_ids", prompt_ids)
+            if len(prompt_ids) != request.prompt_len:
+                raise ValueError(f"prompt_ids holds {len(prompt_ids)} tokens, request "
+                                 f"{request.id}'s prompt_len is {request.prompt_len}")
         self.request, self.prompt_ids = request, prompt_ids
         self.output: list[int] = []
         self.status = WAITING
@@ -195,7 +240,7 @@ class Scheduler:
 
     def __init__(self, runner, max_num_seqs: int, max_num_batched_tokens: int | None = None,
                  batching: str = "continuous", reserve_tokens: int | None = None):
-        self.runner, self.manager = runner, runner.manager
+        self.runner, self.manager = _check_runner(runner), runner.manager
         self.max_num_seqs = validate.count("max_num_seqs", max_num_seqs, 1)
         self.max_num_batched_tokens = validate.optional_count(
             "max_num_batched_tokens", max_num_batched_tokens, 1)
@@ -204,11 +249,22 @@ class Scheduler:
         self.waiting: deque[Sequence] = deque()
         self.running: deque[Sequence] = deque()
         self.preemptions = 0
+        self.held: dict[int, Sequence] = {}       # request id -> its sequence, waiting or running
 
     def is_finished(self) -> bool:
         return not self.waiting and not self.running
 
     def add(self, seq: Sequence):
+        """A new sequence waits for its turn (its request id not already held here)."""
+        if not isinstance(seq, Sequence):
+            raise ValueError(f"seq must be a toykv.scheduler.Sequence, got {type(seq).__name__}")
+        if seq.status != WAITING or seq.table is not None or seq.output:
+            raise ValueError(f"seq (request {seq.id}) has been scheduled before ({seq.status}); "
+                             "add a new Sequence")
+        if seq.id in self.held:
+            raise ValueError(f"seq has request id {seq.id}, which a sequence in this scheduler "
+                             "already has: ids must be unique")
+        self.held[seq.id] = seq
         self.waiting.append(seq)
 
     # -- blocks ------------------------------------------------------------------------
@@ -224,15 +280,19 @@ class Scheduler:
         if need > self.manager.num_free:
             self.runner.stop(seq)
             return 0
-        self.manager.may_append(seq.table, seq.num_cached_tokens, held - seq.num_cached_tokens)
+        self.manager._may_append(seq.table, seq.num_cached_tokens,      # checked: need fits
+                                 held - seq.num_cached_tokens)
         seq.status, seq.num_scheduled_tokens, seq.is_prefill = RUNNING, tokens, True
         return tokens
 
     def _needs(self, seq: Sequence, tokens: int) -> int:
-        return self.manager.blocks_needed(seq.table, seq.num_cached_tokens, tokens)
+        return self.manager._blocks_needed(seq.table, seq.num_cached_tokens, tokens)
 
     def preempt(self, seq: Sequence):
         """Free seq's blocks; it waits at the front of the queue, to be prefilled again."""
+        if not any(s is seq for s in self.running):
+            raise ValueError(f"seq must be a running sequence of this scheduler, got "
+                             f"{_named(seq)}")
         self.running.remove(seq)
         self.runner.stop(seq)
         seq.status = WAITING
@@ -264,7 +324,7 @@ class Scheduler:
         while sum(self._needs(seq, 1) for seq in active) > self.manager.num_free:
             self.preempt(active.pop())                # the most recently admitted
         for seq in active:                            # a decode step of every running one
-            self.manager.may_append(seq.table, seq.num_cached_tokens, 1)
+            self.manager._may_append(seq.table, seq.num_cached_tokens, 1)
             seq.num_scheduled_tokens, seq.is_prefill = 1, False
         return active, "decode"
 
@@ -282,7 +342,7 @@ class Scheduler:
                 if victim is seq:
                     break
             else:
-                self.manager.may_append(seq.table, seq.num_cached_tokens, tokens)
+                self.manager._may_append(seq.table, seq.num_cached_tokens, tokens)
                 seq.num_scheduled_tokens = tokens
                 seq.is_prefill = seq.num_tokens - seq.num_cached_tokens > 1
                 scheduled.append(seq)
@@ -304,6 +364,7 @@ class Scheduler:
         prompt is all fed appends its next token (token_ids[i]; None for a prefill chunk).
         Returns the running sequences that have just finished (continuous batching frees them
         now; static batching when the whole batch has)."""
+        seqs, token_ids = self._check_results(seqs, token_ids)
         for seq, token in zip(seqs, token_ids):
             seq.num_cached_tokens += seq.num_scheduled_tokens
             seq.num_scheduled_tokens = 0
@@ -316,20 +377,64 @@ class Scheduler:
             for seq in finished:
                 self.running.remove(seq)
                 self.runner.stop(seq)
+                del self.held[seq.id]
         elif self.running and all(seq.done for seq in self.running):
             for seq in self.running:
                 self.runner.stop(seq)
+                del self.held[seq.id]
             self.running.clear()
         return finished
 
+    def _check_results(self, seqs, token_ids) -> tuple[list, list]:
+        """A step's sequences (running ones, scheduled) and one token (an id, or None for a
+        prefill chunk) each, checked before postprocess changes anything."""
+        seqs, token_ids = _items("seqs", seqs), _items("token_ids", token_ids)
+        if len(token_ids) != len(seqs):
+            raise ValueError(f"token_ids must hold one token per scheduled sequence: "
+                             f"{len(seqs)} sequences, {len(token_ids)} token_ids")
+        running = {id(s) for s in self.running}
+        for i, seq in enumerate(seqs):
+            if id(seq) not in running or not getattr(seq, "num_scheduled_tokens", 0):
+                raise ValueError(f"seqs[{i}] must be a running sequence schedule() gave this "
+                                 f"step, got {_named(seq)}")
+        return seqs, [None if t is None else validate.count(f"token_ids[{i}]", t, 0)
+                      for i, t in enumerate(token_ids)]
+
 
 # -- runners: where a step runs ------------------------------------------------------------
+def _named(seq) -> str:
+    """A sequence as a message names it."""
+    return f"request {seq.id}'s sequence" if isinstance(seq, Sequence) else \
+        f"{type(seq).__name__} {seq!r:.40}"
+
+
+def _check_step_model(step_model, optional: bool = False):
+    if not isinstance(step_model, StepModel) and not (optional and step_model is None):
+        raise ValueError(f"step_model must be a toykv.scheduler.StepModel"
+                         f"{' or None' if optional else ''}, got {type(step_model).__name__}")
+    return step_model
+
+
+def _check_runner(runner):
+    """runner, if it runs steps as SimRunner and RealRunner do (a BlockManager, start, stop,
+    run, step_model); else a ValueError."""
+    if not isinstance(getattr(runner, "manager", None), BlockManager) or \
+            not all(callable(getattr(runner, name, None)) for name in ("start", "stop", "run")) \
+            or not hasattr(runner, "step_model"):
+        raise ValueError(f"runner must be a toykv.scheduler.SimRunner or RealRunner, got "
+                         f"{type(runner).__name__}")
+    return runner
+
+
 class SimRunner:
     """A step on the bookkeeping alone: blocks in a BlockManager, no arrays, no tokens; its
     time from step_model."""
 
     def __init__(self, manager: BlockManager, step_model: StepModel):
-        self.manager, self.step_model = manager, step_model
+        if not isinstance(manager, BlockManager):
+            raise ValueError(f"manager must be a toykv.paged.BlockManager, got "
+                             f"{type(manager).__name__}")
+        self.manager, self.step_model = manager, _check_step_model(step_model, optional=True)
 
     def start(self, seq: Sequence):
         seq.table, seq.num_cached_tokens = SimTable(), 0
@@ -347,8 +452,13 @@ class RealRunner:
     (prefix caching at admission), fed its scheduled tokens with one forward each, greedy."""
 
     def __init__(self, model, pool: BlockPool, step_model: StepModel | None = None):
+        check_model(model)
+        if not isinstance(pool, BlockPool) or pool.model is not model:
+            given = "another model's" if isinstance(pool, BlockPool) else type(pool).__name__
+            raise ValueError(f"pool must be a BlockPool of this model (model.new_paged_cache), "
+                             f"got {given}")
         self.model, self.pool, self.manager = model, pool, pool.manager
-        self.step_model = step_model
+        self.step_model = _check_step_model(step_model, optional=True)
 
     def start(self, seq: Sequence):
         seq.cache = self.pool.new_sequence(seq.token_ids)
@@ -394,19 +504,31 @@ class Outcome:
 
     @property
     def mean_ttft(self) -> float:
+        """Mean seconds from arrival to the first token, over the requests that have one."""
+        if not self.ttft:
+            raise ValueError("no request has a first token yet: mean_ttft has nothing to "
+                             "average")
         return float(np.mean(list(self.ttft.values())))
 
 
-def _check_requests(requests, manager, reserve: int) -> list[Request]:
-    """The requests, each able to run alone in the blocks free now; ids unique; a bounded run."""
-    if isinstance(requests, (str, bytes)) or not hasattr(requests, "__iter__"):
-        raise ValueError(f"requests must be a list of toykv.scheduler.Request, got {requests!r}")
-    requests = list(requests)
+def _request_list(requests) -> list[Request]:
+    """requests as a non-empty list of Requests with unique ids."""
+    if isinstance(requests, (str, bytes, dict)) or not hasattr(requests, "__iter__"):
+        raise ValueError(f"requests must be a list of toykv.scheduler.Request, got "
+                         f"{type(requests).__name__} {requests!r:.60}")
+    requests = _items("requests", requests)
     if not requests or not all(isinstance(r, Request) for r in requests):
         raise ValueError("requests must be a non-empty list of toykv.scheduler.Request")
     ids = [r.id for r in requests]
     if len(set(ids)) != len(ids):
-        raise ValueError(f"request ids must be unique, got {sorted(i for i in set(ids) if ids.count(i) > 1)[:5]} twice")
+        twice = sorted(i for i in set(ids) if ids.count(i) > 1)[:5]
+        raise ValueError(f"request ids must be unique, got {twice} twice")
+    return requests
+
+
+def _check_fits(requests, manager, reserve: int, budget: int | None):
+    """Each request able to run alone in the blocks free now, and a run whose steps (decode
+    steps, and prefills in chunks of at most `budget`) are bounded."""
     for r in requests:
         if manager.blocks_for(max(r.prompt_len + r.output_len, reserve)) > manager.num_free:
             raise ValueError(f"request {r.id} ({r.prompt_len} + {r.output_len} tokens) needs "
@@ -415,7 +537,38 @@ def _check_requests(requests, manager, reserve: int) -> list[Request]:
     if sum(r.output_len for r in requests) > MAX_ITERATIONS:
         raise ValueError(f"the requests ask for more than {MAX_ITERATIONS:,} output tokens in "
                          "all: a run that long is refused, not waited for")
-    return requests
+    if budget is not None and sum(-(-r.prompt_len // budget) + r.output_len
+                                  for r in requests) > MAX_ITERATIONS:
+        raise ValueError(f"max_num_batched_tokens={budget} splits these prompts into more "
+                         f"than {MAX_ITERATIONS:,} steps with their output tokens: a run that "
+                         "long is refused, not waited for; give a larger budget")
+
+
+def _check_prompts(runner, requests, prompts) -> dict | None:
+    """A real run's prompts: request id -> its prompt_len token ids, each run within
+    max_seq_len; None for a simulated one."""
+    model = getattr(runner, "model", None)
+    if model is None:
+        if prompts is not None:
+            raise ValueError("prompts are for a real run (a RealRunner); a simulated run has "
+                             "none: give prompts=None")
+        return None
+    if not isinstance(prompts, dict):
+        raise ValueError(f"prompts must be a dict of request id -> prompt token ids for a real "
+                         f"run, got {type(prompts).__name__}")
+    config, checked = model.config, {}
+    for r in requests:
+        if r.id not in prompts:
+            raise ValueError(f"prompts has no prompt for request {r.id}")
+        ids = validate.token_ids(f"prompts[{r.id}]", prompts[r.id], config.vocab_size)
+        if len(ids) != r.prompt_len:
+            raise ValueError(f"prompts[{r.id}] holds {len(ids)} tokens, the request's "
+                             f"prompt_len is {r.prompt_len}")
+        if r.prompt_len + r.output_len - 1 > config.max_seq_len:
+            raise ValueError(f"request {r.id} needs {r.prompt_len + r.output_len - 1} "
+                             f"positions, more than max_seq_len {config.max_seq_len}")
+        checked[r.id] = ids
+    return checked
 
 
 def serve(runner, requests, max_batch: int, batching: str = "continuous",
@@ -429,11 +582,37 @@ def serve(runner, requests, max_batch: int, batching: str = "continuous",
     clients=N: a closed loop, as a benchmark with N concurrent requests runs: N clients each
     send their next request (in the list's order) when their previous one has finished, so
     request arrivals are those moments, not their `arrival` fields. prompts: request id ->
-    prompt ids (real runs)."""
+    prompt ids (real runs). Everything is checked, and the run's length bounded
+    (MAX_ITERATIONS), before the first block is taken; a run that fails part-way gives back
+    every block it took."""
+    _check_runner(runner)
     max_batch = validate.count("max_batch", max_batch, 1)
     clients = validate.optional_count("clients", clients, 1)
+    validate.flag("record_blocks", record_blocks)
     scheduler = Scheduler(runner, max_batch, max_num_batched_tokens, batching, reserve_tokens)
-    requests = _check_requests(requests, runner.manager, scheduler.reserve)
+    requests = _request_list(requests)
+    prompts = _check_prompts(runner, requests, prompts)
+    _check_fits(requests, runner.manager, scheduler.reserve, scheduler.max_num_batched_tokens)
+    if record_blocks and (len(requests) + sum(r.output_len for r in requests)) * \
+            runner.manager.num_blocks > MAX_RECORDED:
+        raise ValueError(f"record_blocks would record a row of {runner.manager.num_blocks:,} "
+                         f"block owners for each of up to "
+                         f"{len(requests) + sum(r.output_len for r in requests):,} steps, more "
+                         f"than MAX_RECORDED={MAX_RECORDED:,}: record a smaller run")
+    try:
+        return _serve(runner, scheduler, requests, clients, record_blocks, prompts)
+    except BaseException:                      # give back every block the run holds
+        for seq in list(scheduler.running) + list(scheduler.waiting):
+            if seq.table is not None:
+                try:
+                    runner.stop(seq)
+                except Exception:              # noqa: BLE001 - the first error is the one
+                    pass
+        raise
+
+
+def _serve(runner, scheduler, requests, clients, record_blocks, prompts) -> Outcome:
+    """serve's loop, on checked arguments."""
     if clients is None:
         pending, later = sorted(requests, key=lambda r: (r.arrival, r.id)), []
     else:
@@ -444,7 +623,7 @@ def serve(runner, requests, max_batch: int, batching: str = "continuous",
     for _ in range(MAX_ITERATIONS + len(requests)):
         while p < len(pending) and arrival[pending[p].id] <= t:
             scheduler.add(Sequence(pending[p], None if prompts is None else
-                                   list(prompts[pending[p].id])))
+                                   prompts[pending[p].id]))
             p += 1
         if scheduler.is_finished():
             if p == len(pending):
@@ -461,7 +640,7 @@ def serve(runner, requests, max_batch: int, batching: str = "continuous",
                      if s.done]                        # static: finished rows still run
         tokens = runner.run(seqs)
         if prefills or contexts:
-            t += steps.seconds(prefills, contexts) if steps else 1.0
+            t += steps._seconds(prefills, contexts) if steps else 1.0
         made = [s for s, token in zip(seqs, tokens)
                 if s.num_cached_tokens + s.num_scheduled_tokens == s.num_tokens]
         finished = scheduler.postprocess(seqs, tokens)
@@ -498,12 +677,17 @@ def simulate(requests, step_model: StepModel, num_blocks: int, block_size: int =
              reserve_tokens: int | None = None, clients: int | None = None,
              max_num_batched_tokens: int | None = None) -> Outcome:
     """Serve requests on a simulated pool (a BlockManager) with step times from step_model."""
-    if not isinstance(step_model, StepModel):
-        raise ValueError(f"step_model must be a toykv.scheduler.StepModel, got "
-                         f"{type(step_model).__name__}")
+    _check_step_model(step_model)
     return serve(SimRunner(BlockManager(num_blocks, block_size), step_model), requests,
                  max_batch, batching, reserve_tokens, clients=clients,
                  max_num_batched_tokens=max_num_batched_tokens)
+
+
+def _sized(name: str, values) -> list:
+    """A list of values that has a length (a str or a lone number refused)."""
+    if isinstance(values, (str, bytes, dict)) or not hasattr(values, "__len__"):
+        raise ValueError(f"{name} must be a list, got {type(values).__name__} {values!r:.60}")
+    return _items(name, values)
 
 
 def run_real(model, pool: BlockPool, prompts: list, output_lens: list, max_batch: int,
@@ -513,32 +697,32 @@ def run_real(model, pool: BlockPool, prompts: list, output_lens: list, max_batch
     """Serve real prompts (lists of ids) on a toykv model's BlockPool, greedy, each for its
     output_lens tokens; the outcome's tokens are every request's generated ids. Every
     argument is checked before the first step; the pool ends as it began (every block the run
-    took given back)."""
-    if not isinstance(pool, BlockPool) or pool.model is not model:
-        raise ValueError("pool must be a BlockPool of this model (model.new_paged_cache)")
-    if step_model is not None and not isinstance(step_model, StepModel):
-        raise ValueError(f"step_model must be a toykv.scheduler.StepModel or None, got "
-                         f"{type(step_model).__name__}")
-    if isinstance(prompts, (str, bytes)) or isinstance(output_lens, (str, bytes)) or \
-            len(prompts) != len(output_lens):
-        raise ValueError(f"give one output length per prompt, got {len(prompts)} prompts and "
-                         f"{len(output_lens)} output lengths")
-    ids = [validate.token_ids("prompt", p, model.config.vocab_size) for p in prompts]
-    requests = [Request(i, len(p), validate.count("output length", n, 1))
-                for i, (p, n) in enumerate(zip(ids, output_lens))]
-    for r in requests:
-        if r.prompt_len + r.output_len - 1 > model.config.max_seq_len:
-            raise ValueError(f"request {r.id} needs {r.prompt_len + r.output_len - 1} "
-                             f"positions, more than max_seq_len {model.config.max_seq_len}")
+    took given back, also by a run that fails part-way)."""
     runner = RealRunner(model, pool, step_model)
+    prompts, output_lens = _sized("prompts", prompts), _sized("output_lens", output_lens)
+    if len(prompts) != len(output_lens):
+        raise ValueError(f"output_lens must give one output length per prompt, got "
+                         f"{len(prompts)} prompts and {len(output_lens)} output_lens")
+    config = model.config
+    ids = [validate.token_ids(f"prompts[{i}]", p, config.vocab_size, config.max_seq_len)
+           for i, p in enumerate(prompts)]
+    for i, p in enumerate(ids):
+        if not p:
+            raise ValueError(f"prompts[{i}] is empty (prompt_len 0): give every prompt at "
+                             "least one token")
+    lens = [validate.count(f"output_lens[{i}]", n, 1) for i, n in enumerate(output_lens)]
+    requests = [Request(i, len(p), n) for i, (p, n) in enumerate(zip(ids, lens))]
     return serve(runner, requests, max_batch, batching, None, record_blocks,
                  max_num_batched_tokens=max_num_batched_tokens, prompts=dict(enumerate(ids)))
 
 
 def alone_tokens(model, prompt, n: int) -> list[int]:
     """Greedy tokens of one prompt with a contiguous cache: what a served request must give."""
-    cache = model.new_cache()
-    token = int(np.argmax(model.forward(prompt, cache)[-1]))
+    check_model(model)
+    prompt = validate.token_ids("prompt", prompt, model.config.vocab_size)
+    n = validate.count("n", n, 1)
+    ids, cache, _, _ = check_run(model, prompt, n)            # fits max_seq_len, up front
+    token = int(np.argmax(model.forward(ids, cache)[-1]))
     tokens = [token]
     while len(tokens) < n:
         tokens.append(int(np.argmax(model.forward([tokens[-1]], cache)[-1])))

@@ -103,6 +103,7 @@ def measure_decode(model, context: int, batch: int = 1, steps: int = 5,
     check_model(model)
     context = validate.count("context", context, 2)
     batch = validate.count("batch", batch, 1)
+    validate.optional_count("threads", threads, 1)
     seconds = step_time_curve(model, [context], steps, threads=threads, batch=batch)[0]
     split = decode_step_split(model.config, context, batch, 4, 4, model.absorb)["total"]
     return _point(split["flops"], split["bytes"], seconds, batch)
@@ -117,6 +118,7 @@ def measure_prefill(model, prompt_len: int, repeats: int = 3,
     """
     check_model(model)
     prompt_len = validate.count("prompt_len", prompt_len, 1)
+    validate.optional_count("threads", threads, 1)
     seconds = prefill_time_curve(model, [prompt_len], repeats, threads)[0]
     config = model.config
     nbytes = weight_bytes_read(config, 4) + kv_cache_bytes(config, prompt_len, bytes_per_value=4)
@@ -144,10 +146,17 @@ def batch_cache_bytes(config: ModelConfig, lengths, batch: int, bytes_per_value=
     toykv.sizing counts: int64, or exact Python ints (dtype object) past int64's range."""
     check_config(config)
     batch = validate.count("batch", batch, 1)
-    lengths = np.asarray(lengths).ravel()
-    if lengths.dtype.kind not in "iu" or (lengths.size and lengths.min() < 1):
+    try:
+        lengths = np.asarray(lengths).ravel()
+    except (ValueError, TypeError):                     # numpy refuses ragged nesting
+        raise ValueError("lengths must be a flat list of integers >= 1 (tokens per request), "
+                         "got a ragged nesting of lists") from None
+    if lengths.dtype.kind not in "iu":
         raise ValueError(f"lengths must be integers >= 1 (tokens per request), got "
-                         f"{lengths.dtype} values from {lengths.min() if lengths.size else '-'}")
+                         f"{lengths.dtype} values such as {lengths[:3].tolist()!r:.60}")
+    if lengths.size and lengths.min() < 1:
+        raise ValueError(f"lengths must be integers >= 1 (tokens per request), got "
+                         f"{lengths.min()}")
     if len(lengths) < batch:
         raise ValueError(f"{len(lengths)} lengths make no full batch of {batch}")
     unique, index = np.unique(lengths, return_inverse=True)                 # sized once each

@@ -16,13 +16,16 @@ sublayers by search; we skip whole layers, chosen by hand).
 """
 from __future__ import annotations
 
+import itertools
 import time
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from . import validate
+from .config import check_config
 from .flops import forward_flops
+from .layers import check_kv_dtype
 from .runcheck import check_run
 from .model import ToyTransformer, check_model
 from .sizing import decode_step_bytes
@@ -31,6 +34,26 @@ MAX_K = 64                     # proposals per step: far past where a verify ste
 
 
 # -- proposers ---------------------------------------------------------------------------
+def _token_array(name: str, tokens) -> np.ndarray:
+    """tokens (a list or a 1-D integer array of ids >= 0) as an int64 array, checked without a
+    Python loop over them (a proposer is called at every step). [n]"""
+    if isinstance(tokens, (str, bytes, dict)) or not hasattr(tokens, "__len__"):
+        raise ValueError(f"{name} must be a sequence of token ids (a list or a 1-D integer "
+                         f"array), got {type(tokens).__name__} {tokens!r:.40}")
+    try:
+        ids = np.asarray(tokens)
+    except ValueError:
+        raise ValueError(f"{name} must be a flat sequence of token ids, got ragged rows") from None
+    if ids.size == 0:
+        return np.zeros(0, np.int64)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu" or ids.min() < 0:
+        checked = validate.token_ids(name, tokens)      # its message names what is wrong
+        if checked and max(checked) >= 2 ** 63:
+            raise ValueError(f"{name} holds a token id past int64, {max(checked)}: not a token")
+        return np.asarray(checked, np.int64)
+    return ids
+
+
 class PromptLookup:
     """Propose by n-gram lookup: find the earliest place where the last n tokens (n =
     max_ngram, then shorter, down to min_ngram) occurred before, and propose the k tokens that
@@ -43,10 +66,9 @@ class PromptLookup:
         self.min_ngram = validate.count("min_ngram", min_ngram, 1, self.max_ngram)
 
     def __call__(self, tokens: list[int], k: int) -> list[int]:
-        ids = np.asarray(tokens)
-        for n in range(self.max_ngram, self.min_ngram - 1, -1):
-            if len(ids) <= n:
-                continue
+        ids = _token_array("tokens", tokens)
+        k = validate.count("k", k, 0, MAX_K)
+        for n in range(min(self.max_ngram, len(ids) - 1), self.min_ngram - 1, -1):
             tail = ids[-n:]
             windows = np.lib.stride_tricks.sliding_window_view(ids[:-1], n)   # starts 0..
             starts = np.flatnonzero((windows == tail).all(axis=1))      # ... each followed
@@ -69,7 +91,7 @@ class DraftModel:
     def __init__(self, draft, k: int = 4, kv_dtype: str = "float32"):
         self.model = check_model(draft, "draft")
         self.k = validate.count("k", k, 1, MAX_K)
-        self.kv_dtype = kv_dtype
+        self.kv_dtype = check_kv_dtype(kv_dtype)
         self.reset()
 
     def reset(self):
@@ -78,6 +100,10 @@ class DraftModel:
         self.held: list[int] = []                   # the tokens its cache holds
 
     def __call__(self, tokens: list[int], k: int) -> list[int]:
+        tokens = validate.token_ids("tokens", tokens, self.model.config.vocab_size)
+        if not tokens:
+            raise ValueError("tokens is empty: give the text so far (at least one token)")
+        k = validate.count("k", k, 0, MAX_K)
         room = self.model.config.max_seq_len - len(tokens) + 1    # it feeds k - 1 proposals
         k = min(k, room)
         if k <= 0:
@@ -91,11 +117,13 @@ class DraftModel:
             self.reset()
             common = 0
         self.cache.truncate(common)
+        self.held = list(tokens[:common])               # what the cache holds, whatever follows
         logits = self.model.forward(tokens[common:], self.cache)[-1]
+        self.held = list(tokens)
         proposal = [int(np.argmax(logits))]
         while len(proposal) < k:
             proposal.append(int(np.argmax(self.model.forward(proposal[-1:], self.cache)[-1])))
-        self.held = list(tokens) + proposal[:-1]
+            self.held.append(proposal[-2])
         return proposal
 
     def __repr__(self):
@@ -108,6 +136,13 @@ def skip_layers(model, keep) -> ToyTransformer:
     vocabulary. The layers left out are skipped, their residual contribution with them."""
     model = check_model(model)
     L = model.config.n_layers
+    if isinstance(keep, (str, bytes, dict)) or not hasattr(keep, "__iter__"):
+        raise ValueError(f"keep must be a list of layer indices, got {type(keep).__name__} "
+                         f"{keep!r:.40}")
+    keep = list(itertools.islice(keep, L + 1))          # at most every layer, each once
+    if len(keep) > L:
+        raise ValueError(f"keep must be layer indices in increasing order, none twice: at "
+                         f"most the model's {L} layers, got more")
     keep = [validate.count("keep", i, 0, L - 1) for i in keep]
     if not keep or keep != sorted(set(keep)):
         raise ValueError(f"keep must be layer indices in increasing order, none twice, at least "
@@ -130,16 +165,19 @@ class Verified:
     logits: np.ndarray
 
 
-def check_proposal(proposal, k: int, vocab_size: int) -> list[int]:
+def check_proposal(proposal, k: int, vocab_size: int, name: str = "the proposer's proposal"
+                   ) -> list[int]:
     """A proposer's output as a list of at most k token ids in [0, vocab_size); else a
     ValueError that names the proposer's mistake (before the cache is touched)."""
+    k = validate.count("k", k, 0)
+    vocab_size = validate.count("vocab_size", vocab_size, 1)
     try:
-        ids = validate.token_ids("the proposal", proposal, vocab_size)
+        ids = validate.token_ids("proposal", proposal, vocab_size)
     except ValueError as err:
-        raise ValueError(f"the proposer returned a bad proposal: {err}") from None
+        raise ValueError(f"{name} is bad: {err}") from None
     if len(ids) > k:
-        raise ValueError(f"the proposer returned {len(ids)} tokens, more than the k = {k} "
-                         "it was asked for")
+        raise ValueError(f"{name} holds {len(ids)} tokens, more than the k = {k} asked for "
+                         "(proposal)")
     return ids
 
 
@@ -179,7 +217,7 @@ def verify_step(model, cache, last: int, proposal: list[int]) -> Verified:
     model.check_cache(cache, None)
     vocab = model.config.vocab_size
     last = validate.count("last", last, 0, vocab - 1)
-    proposal = check_proposal(proposal, MAX_K, vocab)
+    proposal = check_proposal(proposal, MAX_K, vocab, "proposal")
     check_rollback(cache, 1 + len(proposal))
     start = len(cache)
     logits = model.forward([last] + proposal, cache)            # [k + 1, |V|]
@@ -312,6 +350,12 @@ def acceptance(steps) -> dict:
     (made by verify steps), 'tokens_per_step', 'acceptance_rate' (accepted / proposed),
     'alpha' (the per-token acceptance rate of leviathan2023fast's model, estimated: accepted
     proposals over proposals tried, a proposal counting as tried up to the first rejection)}."""
+    if isinstance(steps, (str, bytes, dict)) or not hasattr(steps, "__iter__"):
+        raise ValueError(f"steps must be a list of SpecStep (speculative_steps yields them), "
+                         f"got {type(steps).__name__}")
+    steps = list(steps)
+    if not all(isinstance(s, SpecStep) for s in steps):
+        raise ValueError("steps must be a list of SpecStep (speculative_steps yields them)")
     verify = [s for s in steps if s.phase == "verify"]
     proposed = sum(len(s.proposed) for s in verify)
     accepted = sum(s.accepted for s in verify)
@@ -350,6 +394,7 @@ def verify_cost(config, context: int, k: int) -> dict:
     k proposals after `context` cached tokens: the newest token and k proposals fed at once,
     every weight read once and the cache of context + k + 1 tokens. k = 0 is a decode step.
     {'flops', 'bytes', 'intensity'}."""
+    check_config(config)
     context = validate.count("context", context, 0)
     k = validate.count("k", k, 0, MAX_K)
     flops = forward_flops(config, k + 1, context)

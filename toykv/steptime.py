@@ -40,9 +40,9 @@ def fill_cache(cache, tokens: int, seed: int = 0) -> None:
     if len(cache) + tokens > config.max_seq_len:
         raise ValueError(f"{len(cache)} cached + {tokens} tokens exceeds max_seq_len "
                          f"{config.max_seq_len}")
-    if tokens:
-        cache.check_room(tokens)             # room for all of them (a pool's blocks) up front
     rng = np.random.default_rng(validate.count("seed", seed, 0))
+    if tokens:                                # every chunk's step, checked up front
+        cache.check_chunks(tokens, FILL_CHUNK)
     block = {name: rng.standard_normal((FILL_CHUNK, *shape)).astype(np.float32)
              for name, shape in config.layers[0].entries}                 # [chunk, ...]
     done = 0
@@ -139,6 +139,8 @@ def step_time_curve(model, contexts, steps: int = 7, kv_dtype: str = "float32",
     check_model(model)
     steps = validate.count("steps", steps, 1, MAX_STEPS)
     kv_dtype = check_kv_dtype(kv_dtype)
+    validate.optional_count("threads", threads, 1)
+    batch = validate.optional_count("batch", batch, 1)
     contexts = _points("contexts", contexts, 2)
     if not contexts:
         raise ValueError("contexts is empty: give at least one context")
@@ -166,6 +168,7 @@ def prefill_time_curve(model, prompt_lens, repeats: int = 3, threads: int | None
     MAX_STEPS; prompt_lens: at most MAX_POINTS of them."""
     check_model(model)
     repeats = validate.count("repeats", repeats, 1, MAX_STEPS)
+    validate.optional_count("threads", threads, 1)
     lens = _points("prompt_lens", prompt_lens, 1, model.config.max_seq_len)
     if not lens:
         raise ValueError("prompt_lens is empty: give at least one prompt length")

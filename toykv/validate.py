@@ -26,6 +26,14 @@ from fractions import Fraction
 from pathlib import Path
 
 
+class UnknownName(KeyError, ValueError):
+    """A name that is not in a table (a zoo model, a hardware preset): a KeyError, as a failed
+    lookup is, and a ValueError, as every other bad input is; its message reads as written."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
 def count(name: str, value, minimum: int = 0, maximum: int | None = None) -> int:
     """An integer in [minimum, maximum]; numpy integers accepted, floats and bools refused."""
     if type(value) is not int and (isinstance(value, bool)                # fast path: int
@@ -175,5 +183,5 @@ def fits_in_memory(what: str, nbytes: int, hint: str = "") -> int:
     return nbytes
 
 
-__all__ = ["count", "optional_count", "number", "exact_number", "choice", "flag",
+__all__ = ["UnknownName", "count", "optional_count", "number", "exact_number", "choice", "flag",
            "machine_memory_bytes", "fits_in_memory", "token_ids", "text", "file_path"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
+from . import validate
 from .config import ModelConfig
 from .layers import attention_kind
 from .sizing import kv_bytes_per_token, param_count
@@ -203,12 +204,13 @@ def names() -> list[str]:
 
 
 def get(name: str) -> ZooModel:
-    """The zoo entry called `name`; an unknown name raises KeyError with close matches."""
-    if name in _ZOO:
+    """The zoo entry called `name`; an unknown name raises KeyError (a ValueError too,
+    validate.UnknownName) with close matches."""
+    if isinstance(name, str) and name in _ZOO:
         return _ZOO[name]
     close = difflib.get_close_matches(str(name).lower(), list(_ZOO), n=3, cutoff=0.5)
     hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(_ZOO)}"
-    raise KeyError(f"no zoo model named {name!r}{hint}")
+    raise validate.UnknownName(f"no zoo model named {name!r}{hint}")
 
 
 def _pattern_text(config) -> str:

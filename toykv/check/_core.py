@@ -250,11 +250,9 @@ def function_check(answer, cases, hints, what: str, name: str, right: str = "",
     hint, else the first mistake that explains the first case it misses; what: the result
     wanted ("a whole number of FLOPs"); name: the function's name in the exercise;
     wrong(where): the message when no mistake explains it."""
-    if answer is None or answer is Ellipsis:
-        return _say(False, NOT_ANSWERED)
-    if not callable(answer):
-        return _say(False, f"Not right yet: answer should be your function itself (answer = "
-                           f"{name}), got {describe(plain(answer))}.")
+    refused = not_a_function(answer, name)
+    if refused is not None:
+        return refused
     wrong_at, first, everywhere = None, "other", {mistake: True for mistake, _ in hints}
     for where, args, kwargs, expected, slips in cases:
         try:

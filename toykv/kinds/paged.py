@@ -53,8 +53,22 @@ from .shared import shared_layers
 MAX_BLOCKS = 10_000_000     # a BlockManager keeps a few Python lists of this length, at most
 
 
-class OutOfBlocks(RuntimeError):
-    """The pool has fewer free blocks than a step needs: admit later, or preempt a sequence."""
+class OutOfBlocks(RuntimeError, ValueError):
+    """The pool has fewer free blocks than a step needs: admit later, or preempt a sequence.
+    A RuntimeError (the pool is busy now) and a ValueError (what was asked does not fit what
+    is free), so code that catches bad input catches it too."""
+
+
+def _check_seq(seq, tokens: bool = False):
+    """seq, if it has what a BlockManager works on: a block_table list (and token_ids, a
+    sequence of ids, when `tokens`); else a ValueError naming it."""
+    if not isinstance(getattr(seq, "block_table", None), list):
+        raise ValueError(f"seq must have a block_table list (a toykv.scheduler.Sequence's "
+                         f"table, a BlockTable), got {type(seq).__name__}")
+    if tokens and getattr(seq, "token_ids", None) is None:
+        raise ValueError(f"seq must have token_ids (its tokens, for prefix caching), got "
+                         f"{type(seq).__name__} without them")
+    return seq
 
 
 class BlockManager:
@@ -63,6 +77,8 @@ class BlockManager:
     ref_count[b]: sequences whose block table holds block b (0: free). free: the free blocks,
     the least recently freed first (taken first). hash_of[b]: the chained hash of a full block's
     tokens, or None; prefix_blocks maps a hash to the blocks registered under it (oldest first).
+    Every method checks its arguments, and one that cannot finish (too few free blocks) refuses
+    before it changes anything.
     """
 
     def __init__(self, num_blocks: int, block_size: int):
@@ -88,6 +104,14 @@ class BlockManager:
 
     def _block(self, name: str, block) -> int:
         return validate.count(name, block, 0, self.num_blocks - 1)
+
+    def _full_block(self, tokens) -> tuple:
+        """A full block's tokens as a tuple of block_size token ids."""
+        ids = validate.token_ids("tokens", tokens)
+        if len(ids) != self.block_size:
+            raise ValueError(f"tokens must be a full block of block_size={self.block_size} token "
+                             f"ids, got {len(ids)}")
+        return tuple(ids)
 
     # -- one block ---------------------------------------------------------------------
     def take(self) -> int:
@@ -124,6 +148,9 @@ class BlockManager:
     def lookup(self, previous, tokens: tuple):
         """The block holding these tokens after the prefix hashed `previous` (the oldest
         registered one still cached), or None."""
+        return self._lookup(previous, tuple(validate.token_ids("tokens", tokens)))
+
+    def _lookup(self, previous, tokens: tuple):
         for block in self.prefix_blocks.get(self.chain(previous, tokens), ()):
             if self.tokens_of[block] == (previous, tokens):
                 return block
@@ -132,6 +159,9 @@ class BlockManager:
     def register(self, block: int, previous, tokens: tuple) -> int:
         """Record full `block` as holding `tokens` after the prefix hashed `previous`; its hash.
         A second block with the same tokens is kept beside the first (vLLM's choice)."""
+        return self._register(self._block("block", block), previous, self._full_block(tokens))
+
+    def _register(self, block: int, previous, tokens: tuple) -> int:
         key = self.chain(previous, tokens)
         if self.hash_of[block] != key:
             self._forget(block)
@@ -153,10 +183,13 @@ class BlockManager:
     def cached_blocks(self, token_ids) -> list[int]:
         """The prompt's leading full blocks the pool holds (at most all but its last token:
         the last token's logits must be computed)."""
+        return self._cached_blocks(validate.token_ids("token_ids", token_ids))
+
+    def _cached_blocks(self, token_ids: list[int]) -> list[int]:
         bs, found, previous = self.block_size, [], None
         for j in range((len(token_ids) - 1) // bs):
             tokens = tuple(token_ids[j * bs:(j + 1) * bs])
-            block = self.lookup(previous, tokens)
+            block = self._lookup(previous, tokens)
             if block is None:
                 break
             found.append(block)
@@ -166,6 +199,7 @@ class BlockManager:
     def can_allocate(self, seq) -> int:
         """Blocks found cached for seq's tokens, or -1 when the free blocks cannot hold the
         rest (a cached block that is free counts as taken)."""
+        _check_seq(seq, tokens=True)
         cached = self.cached_blocks(seq.token_ids)
         need = self.blocks_for(len(seq.token_ids)) - len(cached)
         revived = sum(self.ref_count[b] == 0 for b in cached)
@@ -173,17 +207,24 @@ class BlockManager:
 
     def allocate(self, seq, tokens: int | None = None):
         """Give seq (with no blocks yet) the cached blocks of its prompt and new blocks for the
-        rest of `tokens` (default all its tokens); sets seq.num_cached_tokens."""
+        rest of `tokens` (default all its tokens); sets seq.num_cached_tokens. Too few free
+        blocks: OutOfBlocks, nothing taken."""
+        _check_seq(seq, tokens=True)
         if seq.block_table:
             raise ValueError("allocate takes a sequence without blocks")
-        tokens = len(seq.token_ids) if tokens is None else tokens
-        cached = self.cached_blocks(seq.token_ids[:tokens] if tokens < len(seq.token_ids)
-                                    else seq.token_ids)
+        ids = validate.token_ids("seq.token_ids", seq.token_ids)
+        tokens = len(ids) if tokens is None else validate.count("tokens", tokens, 0)
+        cached = self._cached_blocks(ids[:tokens])
+        need = self.blocks_for(tokens) - len(cached)
+        revived = sum(self.ref_count[b] == 0 for b in cached)    # free, held again
+        if need + revived > self.num_free:
+            raise OutOfBlocks(f"allocating {tokens} tokens needs {need + revived} free blocks, "
+                              f"the pool has {self.num_free} of {self.num_blocks}")
         for block in cached:
             self.share(block)
         seq.block_table[:] = cached
         seq.num_cached_tokens = len(cached) * self.block_size
-        for _ in range(self.blocks_for(tokens) - len(cached)):
+        for _ in range(need):
             seq.block_table.append(self.take())
 
     def _copies(self, seq, length: int) -> bool:
@@ -193,9 +234,18 @@ class BlockManager:
         last = seq.block_table[-1]
         return self.ref_count[last] > 1 or self.hash_of[last] is not None
 
+    def _step(self, seq, length, T) -> tuple[int, int]:
+        """(length, T) of a step on seq, checked: length at most what its blocks hold."""
+        _check_seq(seq)
+        length = validate.count("length", length, 0, len(seq.block_table) * self.block_size)
+        return length, validate.count("T", T, 0)
+
     def blocks_needed(self, seq, length: int, T: int = 1) -> int:
         """Free blocks a step of T tokens after `length` takes (a copied last block too)."""
-        return max(self.blocks_for(length + T) - len(seq.block_table), 0) + \
+        return self._blocks_needed(seq, *self._step(seq, length, T))
+
+    def _blocks_needed(self, seq, length: int, T: int) -> int:
+        return max(-(-(length + T) // self.block_size) - len(seq.block_table), 0) + \
             int(self._copies(seq, length))
 
     def can_append(self, seq, length: int, T: int = 1) -> bool:
@@ -204,19 +254,39 @@ class BlockManager:
 
     def may_append(self, seq, length: int, T: int = 1) -> list[tuple[int, int]]:
         """Take the blocks a step of T tokens after `length` needs; returns the (old, new)
-        block pairs whose contents the caller must copy (copy on write)."""
+        block pairs whose contents the caller must copy (copy on write). Too few free blocks:
+        OutOfBlocks, nothing taken."""
+        length, T = self._step(seq, length, T)
+        need = self._blocks_needed(seq, length, T)
+        if need > self.num_free:
+            raise OutOfBlocks(f"a step of {T} tokens after {length} needs {need} free "
+                              f"block{'s' if need != 1 else ''}, the pool has {self.num_free} "
+                              f"of {self.num_blocks}")
+        return self._may_append(seq, length, T)
+
+    def _may_append(self, seq, length: int, T: int) -> list[tuple[int, int]]:
         copies = []
         if self._copies(seq, length):
             old, new = seq.block_table[-1], self.take()
             seq.block_table[-1] = new
             self.release(old)
             copies.append((old, new))
-        for _ in range(self.blocks_for(length + T) - len(seq.block_table)):
+        for _ in range(-(-(length + T) // self.block_size) - len(seq.block_table)):
             seq.block_table.append(self.take())
         return copies
 
     def deallocate(self, seq):
-        """Give back every block of seq (the last first, so a prefix stays cached longest)."""
+        """Give back every block of seq (the last first, so a prefix stays cached longest).
+        A block seq lists that is not held as often: a ValueError, nothing given back."""
+        _check_seq(seq)
+        listed = {}
+        for block in seq.block_table:
+            block = self._block("seq.block_table entry", block)
+            listed[block] = listed.get(block, 0) + 1
+        for block, times in listed.items():
+            if self.ref_count[block] < times:
+                raise ValueError(f"block {block} is not in use as seq's block_table says "
+                                 f"(held {self.ref_count[block]} times, listed {times})")
         for block in reversed(seq.block_table):
             self.release(block)
         seq.block_table.clear()
@@ -225,11 +295,17 @@ class BlockManager:
     def hash_blocks(self, seq, kept: int) -> list:
         """Register the full blocks of seq's first `kept` tokens (kept: no longer to be rolled
         back); returns seq's block hashes, which it keeps in seq.block_hashes."""
+        _check_seq(seq, tokens=True)
+        kept = validate.count("kept", kept, 0, min(len(seq.token_ids),
+                                                   len(seq.block_table) * self.block_size))
+        return self._hash_blocks(seq, kept)
+
+    def _hash_blocks(self, seq, kept: int) -> list:
         bs = self.block_size
         for j in range(len(seq.block_hashes), kept // bs):
             previous = seq.block_hashes[-1] if seq.block_hashes else None
             tokens = tuple(seq.token_ids[j * bs:(j + 1) * bs])
-            seq.block_hashes.append(self.register(seq.block_table[j], previous, tokens))
+            seq.block_hashes.append(self._register(seq.block_table[j], previous, tokens))
         return seq.block_hashes
 
     # -- snapshots -----------------------------------------------------------------------
@@ -240,6 +316,13 @@ class BlockManager:
                                   self.prefix_blocks.items()})
 
     def restore(self, state: tuple):
+        """Put back what state() returned (of this manager: its number of blocks)."""
+        n = self.num_blocks
+        if not isinstance(state, tuple) or len(state) != 5 or \
+                not all(isinstance(part, list) and len(part) == n for part in state[:3]) or \
+                not isinstance(state[3], list) or not isinstance(state[4], dict):
+            raise ValueError(f"state must be what state() of a manager of {n} blocks returned "
+                             f"(5 parts), got {type(state).__name__}")
         ref, hashes, tokens, free, prefix = state
         self.ref_count, self.hash_of, self.tokens_of = list(ref), list(hashes), list(tokens)
         self.free = deque(free)
@@ -329,9 +412,10 @@ class BlockPool:
 
     def check_sequence(self, seq):
         """seq, if it is a sequence of this pool; else a ValueError."""
-        table = getattr(getattr(seq, "layers", [None])[0], "table", None)
+        layers = getattr(seq, "layers", None)
+        table = getattr(layers[0], "table", None) if isinstance(layers, list) and layers else None
         if not isinstance(table, BlockTable):
-            raise ValueError(f"expected a sequence of this pool (pool.new_sequence()), got "
+            raise ValueError(f"seq must be a sequence of this pool (pool.new_sequence()), got "
                              f"{type(seq).__name__}")
         if table.pool is not self:
             raise ValueError("this sequence's block table points into another BlockPool")
@@ -353,6 +437,9 @@ class BlockTable:
     registered full blocks, and a step's staged blocks. Its PagedLayers share it."""
 
     def __init__(self, pool: BlockPool):
+        if not isinstance(pool, BlockPool):
+            raise ValueError(f"pool must be a toykv.paged.BlockPool (model.new_paged_cache), got "
+                             f"{type(pool).__name__}")
         self.pool, self.manager = pool, pool.manager
         self.block_table: list[int] = []
         self.token_ids: list[int] | None = []
@@ -368,7 +455,8 @@ class BlockTable:
                       + np.tile(np.arange(bs), len(self.block_table)))
 
     def blocks_needed(self, T: int) -> int:
-        return self.manager.blocks_needed(self, self.length, T)
+        """Free blocks a step of T tokens takes (a copied last block too)."""
+        return self.manager._blocks_needed(self, self.length, validate.count("T", T, 0))
 
     # -- a step ------------------------------------------------------------------------
     def check(self, T: int):
@@ -393,7 +481,7 @@ class BlockTable:
         pool, bs = self.pool, self.pool.block_size
         state, table = self.manager.state(), list(self.block_table)
         self.settle()                                  # the tokens before this step are kept
-        copies = self.manager.may_append(self, self.length, T)
+        copies = self.manager._may_append(self, self.length, T)     # check() found them
         written = set(self.block_table) - set(table)      # new blocks, and copies
         if self.length % bs and not copies:
             written.add(table[-1])                         # the last block, written into
@@ -434,17 +522,20 @@ class BlockTable:
     def settle(self):
         """Register the full blocks of the kept tokens (every committed one)."""
         if self.token_ids is not None and not self.finished and self.staged is None:
-            self.manager.hash_blocks(self, self.length)
+            self.manager._hash_blocks(self, self.length)
 
     # -- prefix, crop, fork, finish -------------------------------------------------------
     def attach(self, prompt: list[int]) -> int:
         """Share the prompt's cached leading blocks; the tokens they hold."""
-        for block in self.manager.cached_blocks(prompt):
+        if self.block_table or self.length:
+            raise ValueError("attach takes a table without blocks (a new sequence's)")
+        prompt = validate.token_ids("prompt", prompt)
+        for block in self.manager._cached_blocks(prompt):
             self.manager.share(block)
             self.block_table.append(block)
         self.length = self.num_cached_tokens = len(self.block_table) * self.pool.block_size
         self.token_ids = list(prompt[:self.length])
-        self.manager.hash_blocks(self, self.length)
+        self.manager._hash_blocks(self, self.length)
         self._set_slots()
         return self.length
 
@@ -457,6 +548,8 @@ class BlockTable:
     def crop(self, n: int):
         """Keep the first n tokens; give back the blocks after them. A registered block cut in
         its middle keeps its tokens (and hash) for others: the next write copies it."""
+        n = validate.count("n", n, 0)
+        self._idle("crop")
         if n >= self.length:
             return
         bs, keep = self.pool.block_size, -(-n // self.pool.block_size)
@@ -493,10 +586,26 @@ class BlockTable:
         self._set_slots()
 
 
+def take_blocks(array: np.ndarray, blocks: np.ndarray, axis: int) -> np.ndarray:
+    """array's blocks `blocks` along `axis`, in their order: a view where they sit side by side
+    in the pool (a sequence whose blocks were handed out in a row), else one copy laid out in
+    that order (np.take; indexing array[:, blocks] lays its copy out block-first, and the
+    reshape after it copied everything a second time)."""
+    if len(blocks) and (np.diff(blocks) == 1).all():                # one run of blocks
+        index = [slice(None)] * array.ndim
+        index[axis] = slice(int(blocks[0]), int(blocks[-1]) + 1)
+        return array[tuple(index)]
+    return np.take(array, blocks, axis=axis)
+
+
 class PagedLayer(CacheLayer):
     """One layer of one sequence: reads and writes the pool's arrays through its BlockTable."""
 
     def __init__(self, table: BlockTable, index: int):
+        if not isinstance(table, BlockTable):
+            raise ValueError(f"table must be a BlockTable (pool.new_sequence() makes the "
+                             f"layers), got {type(table).__name__}")
+        index = validate.count("index", index, 0, table.pool.config.n_layers - 1)
         self.table, self.index = table, index
         self.spec = table.pool.config.layers[index]
         self.arrays = table.pool.arrays[index]          # the pool's: every sequence's blocks
@@ -539,10 +648,10 @@ class PagedLayer(CacheLayer):
         if array.ndim == 3:                                 # K, V: memory [H, slots, d]
             heads = array.swapaxes(0, 1)                    # the C-ordered array beneath
             H, d = heads.shape[0], heads.shape[2]
-            rows = heads.reshape(H, -1, bs, d)[:, blocks].reshape(H, -1, d)
+            rows = take_blocks(heads.reshape(H, -1, bs, d), blocks, 1).reshape(H, -1, d)
             return rows[:, lo:lo + n].swapaxes(0, 1)        # [n, H, d], head-major
         rest = array.shape[1:]
-        return array.reshape(-1, bs, *rest)[blocks].reshape(-1, *rest)[lo:lo + n]
+        return take_blocks(array.reshape(-1, bs, *rest), blocks, 0).reshape(-1, *rest)[lo:lo + n]
 
     def check_step(self, start: int, T: int):
         if self.index == 0:                             # one table for every layer

@@ -14,11 +14,13 @@ speculative step's rejected tokens, cropped before that, are never quantized.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
 from .. import validate
+from ..config import check_config
 from .base import Seen
 from .full import FullLayer
 
@@ -33,13 +35,19 @@ def round_trip(x, bits: int, per: str = "token") -> np.ndarray:
     Asymmetric min-max: s = (max - min) / (2^bits - 1), code = rint((x - min) / s), x' = code s
     + min, so |x - x'| <= s / 2. per='token': one (s, min) per token row of d_h values (over
     the last axis); per='channel': one per channel, over the tokens (axis 0)."""
-    bits = validate.choice("bits", bits, QUANT_BITS)
+    bits = check_bits(bits)
     per = validate.choice("per", per, SCALES)
-    x = np.asarray(x)
-    if x.ndim < 2 or x.dtype.kind not in "fiu":
-        raise ValueError(f"x must be a real array [tokens, ..., d_h], got shape {x.shape} "
-                         f"({x.dtype})")
+    try:
+        x = np.asarray(x)
+    except ValueError:                                  # ragged rows
+        raise ValueError("x must be a real array [tokens, ..., d_h], got ragged rows") from None
+    if x.ndim < 2 or x.dtype.kind not in "fiu" or not x.size:
+        raise ValueError(f"x must be a non-empty real array [tokens, ..., d_h], got shape "
+                         f"{x.shape} ({x.dtype})")
     x = x.astype(np.float32)
+    if not np.isfinite(x).all():
+        raise ValueError("x must hold finite numbers: a NaN or an infinity would spread over "
+                         "its whole group")
     axis = -1 if per == "token" else 0
     lo, hi = x.min(axis=axis, keepdims=True), x.max(axis=axis, keepdims=True)
     levels = np.float32(2 ** bits - 1)
@@ -60,10 +68,10 @@ class QuantScheme:
     residual: int = 32
 
     def __post_init__(self):
-        validate.choice("bits", self.bits, QUANT_BITS)
+        object.__setattr__(self, "bits", check_bits(self.bits))
         validate.choice("keys", self.keys, SCALES)
-        validate.count("group", self.group, 1)
-        validate.count("residual", self.residual, 0)
+        object.__setattr__(self, "group", validate.count("group", self.group, 1))
+        object.__setattr__(self, "residual", validate.count("residual", self.residual, 0))
 
     @property
     def name(self) -> str:
@@ -79,6 +87,9 @@ class QuantScheme:
         """Exact bytes one layer of one sequence holds at `tokens`: codes (bits / 8 a value), a
         float32 scale and zero per token row (values; keys per token) or per channel and group
         (keys per channel), and the float32 residual, for each of its n_kv_heads."""
+        n_kv_heads = validate.count("n_kv_heads", n_kv_heads, 1)
+        head_dim = validate.count("head_dim", head_dim, 1)
+        tokens = validate.count("tokens", tokens, 0)
         q = self.quantized(tokens)
         codes = 2 * q * head_dim * self.bits // 8                     # K and V
         key_scales = q if self.keys == "token" else q // self.group * head_dim
@@ -89,9 +100,17 @@ class QuantScheme:
     def nbytes(self, config, tokens: int) -> int:
         """Exact bytes of one sequence's cache at `tokens` (layer_nbytes, every layer that
         stores: with kv_sharing the others hold nothing). Full-attention K/V layers only."""
-        check_layers(config)
+        check_layers(check_config(config))
         stores = sum(not spec.shares_kv for spec in config.layers)
         return stores * self.layer_nbytes(config.n_kv_heads, config.head_dim, tokens)
+
+
+def check_bits(bits) -> int:
+    """bits, if it is one of QUANT_BITS given as an integer (4, not 4.0 or True)."""
+    if isinstance(bits, bool) or not isinstance(bits, numbers.Integral) or \
+            int(bits) not in QUANT_BITS:
+        raise ValueError(f"bits must be one of {QUANT_BITS} (an integer), got {bits!r}")
+    return int(bits)
 
 
 def check_layers(config):

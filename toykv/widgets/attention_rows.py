@@ -181,6 +181,9 @@ def attention_frame(steps, layer: int, head: int) -> AttentionFrame:
     """The view after the last of `steps` (a run's StepAttention, prefill first), for one layer
     and head: each row as the step that computed it left it, compared with the last step's
     recomputation of the whole sequence."""
+    if isinstance(steps, (str, bytes, dict)) or not hasattr(steps, "__iter__"):
+        raise ValueError(f"steps must be a non-empty list of StepAttention, prefill first, got "
+                         f"{type(steps).__name__}")
     steps = list(steps)
     if not steps or not all(isinstance(s, StepAttention) for s in steps):
         raise ValueError("steps must be a non-empty list of StepAttention, prefill first")
@@ -204,8 +207,17 @@ def attention_frame(steps, layer: int, head: int) -> AttentionFrame:
         int(np.count_nonzero(~np.isnan(recomputed))))
 
 
+def check_frame(frame) -> AttentionFrame:
+    """frame, if it is an AttentionFrame (attention_frame gives one); else a ValueError."""
+    if not isinstance(frame, AttentionFrame):
+        raise ValueError(f"frame must be an AttentionFrame (attention_frame gives one), got "
+                         f"{type(frame).__name__}")
+    return frame
+
+
 def difference_text(diff: float) -> str:
     """A max |difference| as the view shows it: '0 (identical bits)', or '1.2e-07'."""
+    diff = validate.number("diff", diff, 0.0, allow_minimum=True)
     return "0 (identical bits)" if diff == 0 else f"{diff:.1e}"
 
 
@@ -213,6 +225,7 @@ def caption(frame: AttentionFrame) -> str:
     """One or two sentences from the numbers, e.g. for a decode step 'Layer 0, head 0, decode
     step 3: 1 row of 9 weights computed (...); a recomputation would compute 9 rows, 45
     weights. ...' The page's script writes the same words (static/attention_view.js)."""
+    check_frame(frame)
     f, where = frame, f"Layer {frame.layer}, head {frame.head}"
     n, k = f.positions, len(f.new_row_keys)
     if f.phase == "prefill":
@@ -245,4 +258,4 @@ def attention_run(model, tokens, prompt_len: int, kv_dtype: str = "float32") -> 
 
 
 __all__ = ["AttentionFrame", "StepAttention", "attention_frame", "attention_run", "caption",
-           "MAX_VIEW_POSITIONS"]
+           "check_frame", "difference_text", "MAX_VIEW_POSITIONS"]

@@ -16,8 +16,9 @@ from functools import cache
 
 import numpy as np
 
+from .. import validate
 from . import _style as s
-from .attention_rows import AttentionFrame, difference_text
+from .attention_rows import AttentionFrame, check_frame, difference_text
 
 # matplotlib's cividis at 0, 1/8, ..., 1 (tests/test_attention_view.py checks them)
 CIVIDIS = ("#00224e", "#1a386f", "#434e6c", "#61656f", "#7d7c78", "#9b9476", "#bcae6c",
@@ -32,17 +33,21 @@ LEFT, TOP, RIGHT = 30, 28, 74                   # px around the cells: labels, s
 
 def cell_size(limit: int) -> int:
     """Pixels per cell: 14 up to 24 positions, smaller (at least 6) for more."""
+    limit = validate.count("limit", limit, 1)
     return 14 if limit <= 24 else max(6, 336 // limit)
 
 
 def label_every(limit: int) -> int:
     """Label every position up to 24, else every k-th (at most about 16 labels)."""
+    limit = validate.count("limit", limit, 1)
     return 1 if limit <= 24 else math.ceil(limit / 16)
 
 
 def weight_colour(weight: float) -> str:
-    """cividis at sqrt(weight), interpolated between the nine stops in sRGB."""
-    t = math.sqrt(min(1.0, max(0.0, weight))) * (len(CIVIDIS) - 1)
+    """cividis at sqrt(weight), interpolated between the nine stops in sRGB. weight: an
+    attention weight, a number in [0, 1]."""
+    weight = validate.number("weight", weight, 0.0, allow_minimum=True, maximum=1.0)
+    t = math.sqrt(weight) * (len(CIVIDIS) - 1)
     k = min(int(t), len(CIVIDIS) - 2)
     f = t - k
     a, b = CIVIDIS[k], CIVIDIS[k + 1]
@@ -66,6 +71,7 @@ def _outline(frame: AttentionFrame, cell: int) -> str:
 
 def heatmap_svg(frame: AttentionFrame, limit: int) -> str:
     """The matrix (limit x limit positions, the first n filled) with its labels and marks."""
+    limit = _check_limit(check_frame(frame), limit)
     cell, every, n = cell_size(limit), label_every(limit), frame.positions
     width, height = LEFT + limit * cell + RIGHT, TOP + limit * cell + 4
     out = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
@@ -100,6 +106,11 @@ def heatmap_svg(frame: AttentionFrame, limit: int) -> str:
     return "".join(out)
 
 
+def _check_limit(frame: AttentionFrame, limit) -> int:
+    """limit: the positions the view has room for, at least the frame's."""
+    return validate.count("limit", limit, frame.positions)
+
+
 def _summary(frame: AttentionFrame) -> str:
     """The heat map's accessible name: what it shows, in words."""
     first, n = frame.first_row, frame.positions
@@ -114,7 +125,7 @@ def _figure(name, value, shown) -> str:
 
 def figures_html(frame: AttentionFrame) -> str:
     """The view's figures, each with data-quantity and its exact data-value."""
-    f = frame
+    f = check_frame(frame)
     rows = [("this step", "prefill" if f.phase == "prefill" else f"decode step {f.step}"),
             ("rows computed", _figure("rows_computed", f.rows_computed, f"{f.rows_computed:,}")
              + f" of {f.positions:,}"),
@@ -144,6 +155,7 @@ def figures_html(frame: AttentionFrame) -> str:
 
 def new_row_html(frame: AttentionFrame) -> str:
     """The newest query's weights, key by key, as text (what the last row's colours show)."""
+    check_frame(frame)
     items = "".join(
         f"<span style='display:inline-block;margin-right:10px;white-space:nowrap'>key {j}: "
         f"<span data-quantity='new_row_weight' data-key='{j}' data-value='{float(w)!r}'>"
@@ -186,6 +198,7 @@ def legend_html() -> str:
 def view_html(frame: AttentionFrame, limit: int) -> str:
     """Everything but the controls and the caption: heading, heat map, figures, newest row,
     legend."""
+    _check_limit(check_frame(frame), limit)
     return (f"<div style='font-size:12px'><b>Attention</b>, layer {frame.layer}, head "
             f"{frame.head}: rows are queries, columns keys (positions)</div>"
             f"<div class='toykv-row' style='display:flex;flex-wrap:wrap;gap:12px 24px;"
@@ -196,5 +209,6 @@ def view_html(frame: AttentionFrame, limit: int) -> str:
 
 def caption_html(frame: AttentionFrame) -> str:
     """The caption, in a live region: a screen reader announces what a step changed."""
+    check_frame(frame)
     return (f"<div role='status' aria-live='polite' data-part='attention_caption' "
             f"style='font-size:13px;max-width:760px;margin:4px 0'>{s.esc(frame.caption)}</div>")

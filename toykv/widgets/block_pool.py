@@ -21,6 +21,8 @@ OWNER_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9
                  "#F0E442")        # Okabe-Ito; each block also shows its request's number
 LIGHT_TEXT = (0, 6)                # white numbers on blue and black; black on the rest (AA)
 FREE, FREE_BORDER = "#E8E8E8", "#767676"   # free blocks: grey, outlined 4.5:1 on white
+MAX_BLOCKS = 256                    # blocks a view draws, at most
+FRAME_KEYS = ("iteration", "kind", "owners", "used", "free", "running", "waiting", "held")
 
 
 def record_pool(model, prompts, output_lens, num_blocks: int, block_size: int = 4,
@@ -30,9 +32,12 @@ def record_pool(model, prompts, output_lens, num_blocks: int, block_size: int = 
     request, 'frames': [{'iteration', 'kind', 'owners', 'used', 'free', 'running',
     'waiting', 'held'}]}; frame 0 is the empty pool."""
     check_model(model)
+    if isinstance(prompts, (str, bytes, dict)) or not hasattr(prompts, "__len__"):
+        raise ValueError(f"prompts must be a list of prompts (token ids), got "
+                         f"{type(prompts).__name__}")
     if not 1 <= len(prompts) <= MAX_REQUESTS:
-        raise ValueError(f"give 1 to {MAX_REQUESTS} prompts, got {len(prompts)}")
-    num_blocks = validate.count("num_blocks", num_blocks, 1, 256)
+        raise ValueError(f"prompts: give 1 to {MAX_REQUESTS} prompts, got {len(prompts)}")
+    num_blocks = validate.count("num_blocks", num_blocks, 1, MAX_BLOCKS)
     pool = model.new_paged_cache(num_blocks, block_size)
     out = scheduler.run_real(model, pool, prompts, output_lens, max_batch, batching,
                              record_blocks=True)
@@ -51,7 +56,12 @@ def record_pool(model, prompts, output_lens, num_blocks: int, block_size: int = 
 def frame_html(run: dict, i: int) -> str:
     """The pool in frame i of a recorded run: a square per block (its request's number and
     colour, grey when free) and the frame's figures; the twin's script draws the same."""
-    frame = run["frames"][i]
+    frames = _check_run(run)
+    i = validate.count("i", i, 0, len(frames) - 1)
+    frame = frames[i]
+    if not isinstance(frame, dict) or any(key not in frame for key in FRAME_KEYS):
+        raise ValueError(f"run's frame {i} must be a dict with {FRAME_KEYS} (record_pool makes "
+                         "them)")
     n = len(OWNER_COLOURS)
     cells = "".join(
         f"<div data-block='{b}' data-owner='{o}' title='block {b}: "
@@ -86,6 +96,15 @@ def pool_words(run: dict, i: int) -> str:
     return f"the pool's {run['num_blocks']} blocks: {frame['used']} used{by}, {frame['free']} free"
 
 
+def _check_run(run) -> list:
+    """The frames of a recording record_pool made; else a ValueError naming run."""
+    if not isinstance(run, dict) or not isinstance(run.get("frames"), list) or \
+            not run["frames"] or any(key not in run for key in ("num_blocks", "block_size")):
+        raise ValueError(f"run must be a recording from record_pool (a dict with 'frames', "
+                         f"'num_blocks' and 'block_size'), got {type(run).__name__}")
+    return run["frames"]
+
+
 def _figure(name, value) -> str:
     return f"<b data-quantity='{name}' data-value='{value}'>{value:,}</b>"
 
@@ -96,6 +115,7 @@ class BlockPoolView:
 
     def __init__(self, model, prompts, output_lens, num_blocks: int = 24, block_size: int = 4,
                  max_batch: int = 4):
+        num_blocks = validate.count("num_blocks", num_blocks, 1, MAX_BLOCKS)
         sizes = sorted({min(SMALL_POOL, num_blocks), num_blocks}, reverse=True)
         self.runs = {n: record_pool(model, prompts, output_lens, n, block_size, max_batch)
                      for n in sizes}
@@ -150,8 +170,15 @@ def _note(run) -> str:
             "every request's tokens equal its tokens alone.</div>")
 
 
+def _check_view(view) -> BlockPoolView:
+    if not isinstance(view, BlockPoolView):
+        raise ValueError(f"view must be a BlockPoolView, got {type(view).__name__}")
+    return view
+
+
 def block_pool_data(view: BlockPoolView) -> dict:
     """What the twin replays: both recorded runs (without their tokens) and the colours."""
+    _check_view(view)
     runs = {str(n): {k: v for k, v in r.items() if k != "tokens"} for n, r in view.runs.items()}
     return {"runs": runs, "sizes": [str(n) for n in view.runs], "colours": list(OWNER_COLOURS),
             "light_text": list(LIGHT_TEXT), "free": FREE, "free_border": FREE_BORDER, "state": {"size": str(view.pool_size), "iteration": view.slider.value}}
@@ -159,7 +186,7 @@ def block_pool_data(view: BlockPoolView) -> dict:
 
 def block_pool_html(view: BlockPoolView) -> str:
     """The static twin: the controls, the recording and static/block_pool.js, one <div>."""
-    data = block_pool_data(view)
+    data = block_pool_data(_check_view(view))
     options = "".join(f"<option value='{n}'{' selected' if n == data['state']['size'] else ''}>"
                       f"{n} blocks</option>" for n in data["sizes"])
     frames = len(view.run["frames"])

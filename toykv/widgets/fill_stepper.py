@@ -206,6 +206,7 @@ class FillStepper:
         """This state as the static page replays it (JSON-ready: cells follow from the
         prompt length, the positions and what each layer holds); attention: with the
         attention view's figures (attention_figures)."""
+        validate.flag("attention", attention)
         frame = {"positions": self.positions, "held": self.held,
                  "flops_cached": self.flops_cached, "flops_uncached": self.flops_uncached,
                  "flops_cached_formula": self.flops_cached_formula,
@@ -247,6 +248,7 @@ def record_frames(model: ToyTransformer, prompt_len: int, limit: int, seed: int,
     {'prompt_len', 'tokens' (the whole run), 'frames' (one per state, FillStepper.frame)};
     attention: the frames carry the attention view's figures, and 'rows' every row of
     attention the run computed (FillStepper.attention_rows)."""
+    validate.flag("attention", attention)
     stepper = FillStepper(model, prompt_len, limit, seed, kv_dtype=kv_dtype)
     frames = [stepper.frame(attention)]
     while not stepper.at_limit:

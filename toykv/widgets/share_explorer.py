@@ -8,6 +8,8 @@ Lines are solid up to the model's published maximum context and dotted beyond it
 """
 from __future__ import annotations
 
+import itertools
+
 import ipywidgets as widgets
 import numpy as np
 
@@ -22,8 +24,10 @@ from .static_twin import share_explorer_html, twin_bundle
 
 
 def readings(models, context: int) -> list[dict]:
-    """The share and relative decode speed of each model at `context` (bf16, batch 1)."""
-    context = validate.choice("context", context, SHARE_CONTEXTS)
+    """The share and relative decode speed of each model at `context` (bf16, batch 1):
+    1 to MAX_MODELS distinct zoo names, and one of SHARE_CONTEXTS."""
+    models = check_models(models)
+    context = check_context(context)
     rows = []
     for name in models:
         model = zoo.get(name)
@@ -34,14 +38,23 @@ def readings(models, context: int) -> list[dict]:
     return rows
 
 
+def check_context(context) -> int:
+    """context, if it is one of SHARE_CONTEXTS given as an integer (not 100000.0)."""
+    return validate.choice("context", validate.count("context", context, 1), SHARE_CONTEXTS)
+
+
 def check_models(models) -> tuple[str, ...]:
     """1 to MAX_MODELS distinct zoo names, in the order given."""
-    if isinstance(models, str) or not hasattr(models, "__iter__"):
+    if isinstance(models, (str, bytes, dict)) or not hasattr(models, "__iter__"):
         raise ValueError(f"models must be a list of zoo names, got {models!r}")
-    models = tuple(models)
+    models = tuple(itertools.islice(models, MAX_MODELS + 1))
+    if not all(isinstance(m, str) for m in models):
+        raise ValueError(f"models must be a list of zoo names (str), got {models!r:.80}")
+    models = tuple(str(m) for m in models)                  # numpy's str_ as a str
     if not 1 <= len(models) <= MAX_MODELS:
+        given = len(models) if len(models) <= MAX_MODELS else f"more than {MAX_MODELS}"
         raise ValueError(f"choose 1 to {MAX_MODELS} models (the plot tells at most "
-                         f"{MAX_MODELS} apart), got {len(models)}")
+                         f"{MAX_MODELS} apart), got {given}")
     if len(set(models)) != len(models):
         raise ValueError(f"models must be different, got {models}")
     for name in models:
@@ -105,7 +118,7 @@ class ShareExplorer:
 
     def __init__(self, models=DEFAULT_MODELS, context: int = 100_000):
         self.models_chosen = check_models(models)
-        self.context_chosen = validate.choice("context", context, SHARE_CONTEXTS)
+        self.context_chosen = check_context(context)
         self._quiet = Quiet()
         self.error = ""
         wide = {"description_width": "initial"}
@@ -134,7 +147,7 @@ class ShareExplorer:
         """Recompute from the controls; a problem (no model, too many) shows a message."""
         try:
             models = check_models(self.models.value)
-            context = validate.choice("context", self.context.value, SHARE_CONTEXTS)
+            context = check_context(self.context.value)
             shown = readings_html(models, context), plots_svg(models, context)
         except Exception as err:                    # noqa: BLE001 - shown, never raised
             self.error = problem_text(err)

@@ -46,6 +46,9 @@ class SizeCalculator:
         validate.optional_count("kv_heads", kv_heads, 1, MAX_KV_HEADS)
         validate.number("gpu_memory_gib", gpu, GPU_MEMORY_GIB[0], allow_minimum=True,
                         maximum=GPU_MEMORY_GIB[1])
+        if not isinstance(config_json, str):
+            raise ValueError(f"config_json must be a string (a config.json's text), got "
+                             f"{type(config_json).__name__}")
         self._quiet = Quiet()
         self.report, self.error, self.notes = None, "", []
         with self._quiet:

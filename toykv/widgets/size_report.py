@@ -12,6 +12,7 @@ reports 80 GiB, an H100 80GB 79.6 GiB (book/notation.md). Bandwidths stay decima
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import os
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import hfconfig, sizing, validate, variants, zoo
+from ..config import check_config
 from ..layers import ATTENTION, attention_kind
 
 GiB = 2 ** 30
@@ -34,6 +36,7 @@ BYTES_PER_PARAM = 2                                           # weights at bf16
 CURVE_CONTEXTS = tuple(int(n) for n in np.unique(
     np.geomspace(CONTEXTS[0], CONTEXTS[-1], 64).round().astype(int)))
 MAX_COUNT = 10 ** 9          # batch and context: past a billion no figure means anything
+MAX_CURVE_POINTS = 1000      # contexts of the curve, at most (the default has 64)
 GPU_MEMORY_GIB = (0.01, 10 ** 6)   # 10 MiB to about a PiB: every figure stays a finite float
 
 
@@ -106,8 +109,7 @@ def size_report(model: zoo.ZooModel, variant: str = "as built", bytes_per_value=
                 curve_contexts=CURVE_CONTEXTS) -> SizeReport:
     """The size calculator's numbers for `model` (a ZooModel) with its attention replaced by
     `variant` (kv_heads: GQA's KV heads, default default_kv_heads). ValueError on bad input."""
-    if not isinstance(model, zoo.ZooModel):
-        raise ValueError(f"model must be a toykv.zoo.ZooModel, got {type(model).__name__}")
+    _check_zoo_model("model", model)
     validate.choice("variant", variant, [key for _, key in VARIANTS])
     validate.exact_number("bytes_per_value", bytes_per_value)
     context = validate.count("context", context, 1, MAX_COUNT)
@@ -115,6 +117,14 @@ def size_report(model: zoo.ZooModel, variant: str = "as built", bytes_per_value=
     gpu_memory_gib = validate.number("gpu_memory_gib", gpu_memory_gib, GPU_MEMORY_GIB[0],
                                      allow_minimum=True, maximum=GPU_MEMORY_GIB[1])
     validate.exact_number("bytes_per_param", bytes_per_param)
+    if isinstance(curve_contexts, (str, bytes, dict)) or not hasattr(curve_contexts, "__iter__"):
+        raise ValueError(f"curve_contexts must be a list of contexts (tokens), got "
+                         f"{type(curve_contexts).__name__} {curve_contexts!r:.40}")
+    curve_contexts = list(itertools.islice(curve_contexts, MAX_CURVE_POINTS + 1))
+    if not 1 <= len(curve_contexts) <= MAX_CURVE_POINTS:
+        raise ValueError(f"curve_contexts must hold 1 to MAX_CURVE_POINTS={MAX_CURVE_POINTS} "
+                         f"contexts, got {len(curve_contexts) or 'none'}"
+                         f"{' or more' if len(curve_contexts) > MAX_CURVE_POINTS else ''}")
     curve_contexts = tuple(validate.count("curve context", n, 1, MAX_COUNT)
                            for n in curve_contexts)
     if variant == "gqa":
@@ -161,7 +171,9 @@ def size_report(model: zoo.ZooModel, variant: str = "as built", bytes_per_value=
 def variant_model(base: zoo.ZooModel, variant: str, kv_heads: int | None = None) -> zoo.ZooModel:
     """base with its attention replaced by `variant` (same layers, heads and head_dim; MLA with
     DeepSeek-V2's latent). Parameter counts stay the model's own. ValueError if it cannot fit."""
+    _check_zoo_model("base", base)
     validate.choice("variant", variant, [key for _, key in VARIANTS])
+    kv_heads = validate.optional_count("kv_heads", kv_heads, 1)
     if variant == "as built":
         return base
     heads = base.config.n_heads
@@ -181,6 +193,7 @@ def variant_model(base: zoo.ZooModel, variant: str, kv_heads: int | None = None)
 def default_kv_heads(config) -> int:
     """GQA's KV heads for a model: its own if it is GQA, else a divisor of n_heads near
     n_heads / 4."""
+    check_config(config)
     if config.attention == "gqa":
         return config.n_kv_heads
     divisors = [d for d in range(2, config.n_heads) if config.n_heads % d == 0]
@@ -190,6 +203,11 @@ def default_kv_heads(config) -> int:
 def variant_rows(base: zoo.ZooModel, bytes_per_value=2, context: int = 8192, batch: int = 16,
                  kv_heads: int | None = None) -> tuple[VariantRow, ...]:
     """Every attention variant of base at this precision, context and batch (VARIANTS order)."""
+    _check_zoo_model("base", base)
+    validate.exact_number("bytes_per_value", bytes_per_value)
+    context = validate.count("context", context, 1, MAX_COUNT)
+    batch = validate.count("batch", batch, 1, MAX_COUNT)
+    kv_heads = validate.optional_count("kv_heads", kv_heads, 1)
     sized = []
     for label, key in VARIANTS:
         try:
@@ -212,6 +230,15 @@ def variant_rows(base: zoo.ZooModel, bytes_per_value=2, context: int = 8192, bat
             batch_bytes=batch_bytes,
             share_of_mha=batch_bytes / mha if batch_bytes is not None and mha else None))
     return tuple(rows)
+
+
+def _check_zoo_model(name: str, model) -> zoo.ZooModel:
+    """model, if it is a ZooModel (zoo.get(name) gives one); else a ValueError naming `name`."""
+    if not isinstance(model, zoo.ZooModel):
+        hint = f" (zoo.get({model!r}) gives it)" if isinstance(model, str) else ""
+        raise ValueError(f"{name} must be a toykv.zoo.ZooModel, got {type(model).__name__}"
+                         f"{hint}")
+    return model
 
 
 def model_from_config_json(text: str) -> zoo.ZooModel:

@@ -220,13 +220,15 @@
     const att = data.attention;
     const layer = L.control(root, "layer"), head = L.control(root, "head");
     let last = null;
-    function show(run, i) {
+    function show(run, i, moved = false) {
       last = [run, i];
       const f = frameOf(data, run, i, Number(layer.value), Number(head.value));
       L.part(root, "attention_view").innerHTML = view(att, data.limit, f);
       L.part(root, "attention_caption").textContent = caption(f);
+      if (moved) L.announce(root, caption(f));          // a new layer or head, said in words
     }
-    for (const menu of [layer, head]) menu.addEventListener("change", () => show(...last));
+    for (const menu of [layer, head])
+      menu.addEventListener("change", () => show(last[0], last[1], true));
     layer.value = String(att.state.layer);
     head.value = String(att.state.head);
     return show;
