@@ -461,13 +461,35 @@ def test_a_config_that_shares_counts_what_the_kv_sharing_argument_counts(name, s
 
 
 @pytest.mark.parametrize("name", ["shared", "lowrank_shared", "mla_shared"])
-def test_a_sharing_models_cache_holds_what_a_step_counts_as_stored(name):
+@pytest.mark.parametrize("kv_dtype, b, scale", [("float32", 4, 0), ("float16", 2, 0),
+                                                ("int8", 1, 4)])
+def test_a_sharing_models_cache_holds_what_a_step_counts_as_stored(name, kv_dtype, b, scale):
     """toykv's model running kv_sharing: cache.nbytes is decode_step_bytes' 'kv_stored' (the
-    storing layers), and 'kv' counts every layer reading the cache it attends to."""
+    storing layers), and 'kv' counts every layer reading the cache it attends to, in every
+    cache dtype (int8: a float32 scale per token, layer and head or entry)."""
     model = make_model(name)
-    cache = model.new_cache()
+    cache = model.new_cache(kv_dtype=kv_dtype)
     model.forward(token_ids(13), cache)
-    step = decode_step_bytes(model.config, 13, 1, 4, 4)
-    assert cache.nbytes == step["kv_stored"] == kv_cache_bytes(model.config, 13, 1, 4)
+    step = decode_step_bytes(model.config, 13, 1, b, 4, scale_bytes=scale)
+    assert cache.nbytes == step["kv_stored"] == kv_cache_bytes(model.config, 13, 1, b, scale)
     unshared = replace(model.config, kv_sharing=1)
-    assert step["kv"] == kv_cache_bytes(unshared, 13, 1, 4) > step["kv_stored"]
+    assert step["kv"] == kv_cache_bytes(unshared, 13, 1, b, scale) > step["kv_stored"]
+    stores = len(set(model.config.kv_sources))                  # layers that hold a cache
+    assert step["kv_stored"] * model.config.n_layers == step["kv"] * stores
+
+
+def test_a_sharing_models_paged_and_quantized_caches_hold_the_storing_layers():
+    """A block pool's blocks and a quantized cache of a sharing model hold the storing layers'
+    entries only: a block weighs what sizing counts for block_size tokens, and a quantized
+    cache what its scheme counts (QuantScheme.nbytes)."""
+    from toykv.kvquant import QuantScheme
+    model = make_model("shared")                                # 2 of 4 layers store
+    pool = model.new_paged_cache(8, 4)
+    assert pool.block_nbytes == kv_cache_bytes(model.config, 4, 1, 4)
+    assert pool.block_nbytes * 2 == kv_cache_bytes(replace(model.config, kv_sharing=1), 4, 1, 4)
+    scheme = QuantScheme(4, group=4, residual=4)
+    cache = model.new_cache(quant=scheme)
+    model.forward(token_ids(13), cache)
+    assert cache.nbytes == scheme.nbytes(model.config, 13)
+    assert scheme.nbytes(model.config, 13) * 2 == \
+        scheme.nbytes(replace(model.config, kv_sharing=1), 13)
