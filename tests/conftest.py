@@ -11,6 +11,7 @@ from toykv import ModelConfig, ToyTransformer
 
 BASE = dict(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64, max_seq_len=64)
 MLA = dict(attention="mla", kv_lora_rank=8, rope_head_dim=4)
+LOWRANK = dict(attention="lowrank", kv_lora_rank=12, n_kv_heads=2)
 
 # name -> (config changes, MLA absorbed form?): every attention variant and layer pattern
 VARIANTS = {
@@ -21,6 +22,10 @@ VARIANTS = {
     "mla_absorbed": (MLA, True),
     "sliding": (dict(sliding_window=4), False),
     "mixed": (dict(sliding_window=4, layer_types=("sliding", "full")), False),
+    "lowrank": (LOWRANK, False),
+    "shared": (dict(n_kv_heads=2, kv_sharing=2), False),
+    "lowrank_shared": (dict(LOWRANK, n_layers=3, kv_sharing=2), False),
+    "mla_shared": (dict(MLA, kv_sharing=2), True),
 }
 KV_DTYPES = {"float32": (4, 0), "float16": (2, 0), "int8": (1, 4)}   # (b, scale bytes)
 
@@ -87,9 +92,10 @@ def ref_mask(T, kind, window):
     return mask
 
 
-def ref_mha_heads(c, W, h, mask):
+def ref_mha_heads(c, W, h, mask, positions=None):
     """MHA/GQA/MQA, one head at a time: query head `head` reads KV head head // G."""
-    pos, hd, group = np.arange(len(h)), c.head_dim, c.n_heads // c.n_kv_heads
+    pos = np.arange(len(h)) if positions is None else positions
+    hd, group = c.head_dim, c.n_heads // c.n_kv_heads
     q, k, v = h @ W["wq"], h @ W["wk"], h @ W["wv"]
     heads = []
     for head in range(c.n_heads):
@@ -101,10 +107,11 @@ def ref_mha_heads(c, W, h, mask):
     return np.concatenate(heads, axis=1)
 
 
-def ref_mla_heads(c, W, h, mask):
+def ref_mla_heads(c, W, h, mask, positions=None):
     """DeepSeek-V2's MLA (deepseek2024v2, eqs. 9-19), one head at a time: each head's key is
     [latent @ W_UK's head columns, the shared rotary key], its value latent @ W_UV's columns."""
-    pos, hd, rd, r = np.arange(len(h)), c.head_dim, c.rope_head_dim, c.kv_lora_rank
+    pos = np.arange(len(h)) if positions is None else positions
+    hd, rd, r = c.head_dim, c.rope_head_dim, c.kv_lora_rank
     q = h @ W["wq"]                                              # per head [d_h | d_h^R]
     ckv = h @ W["w_dkv"]                                         # [r | d_h^R]
     latent = ref_norm(ckv[:, :r], W["kv_norm"], c.norm_eps)
@@ -120,23 +127,57 @@ def ref_mla_heads(c, W, h, mask):
     return np.concatenate(heads, axis=1)
 
 
+def ref_lowrank_heads(c, W, h, mask, positions=None):
+    """'lowrank': keys and values of H_kv heads rebuilt from the latent h W_DKV, RoPE on the
+    rebuilt keys: the heads of MHA/GQA/MQA with W_K = W_DKV W_UK and W_V = W_DKV W_UV."""
+    return ref_mha_heads(c, {**W, "wk": W["w_dkv"] @ W["w_uk"], "wv": W["w_dkv"] @ W["w_uv"]},
+                         h, mask, positions)
+
+
+HEADS = {"mla": "ref_mla_heads", "lowrank": "ref_lowrank_heads"}
+
+
 def ref_forward(model, ids):
     """Logits [T, |V|] of one sequence, float64, written without toykv's code paths; each
-    layer's mask follows config.layer_kinds (sliding: the last sliding_window positions)."""
+    layer's mask follows config.layer_kinds (sliding: the last sliding_window positions).
+    kv_sharing = s: a layer that reuses another's keys and values gets that layer's input h
+    (its K/V projections are the source's): the source's keys, this layer's queries."""
     c = model.config
     f64 = lambda a: np.asarray(a, dtype=np.float64)
     x = f64(model.embed)[np.asarray(ids)]
-    for kind, layer in zip(c.layer_kinds, model.layers):
+    inputs, weights = {}, {}                    # each storing layer's input and weights
+    for i, (kind, layer) in enumerate(zip(c.layer_kinds, model.layers)):
         W = {name: f64(a) for name, a in layer.items()}
         mask = ref_mask(len(ids), kind, c.sliding_window)
         h = ref_norm(x, W["attn_norm"], c.norm_eps)
-        heads = ref_mla_heads if c.attention == "mla" else ref_mha_heads
-        x = x + heads(c, W, h, mask) @ W["wo"]
+        heads = globals()[HEADS.get(c.attention, "ref_mha_heads")]
+        source = c.kv_sources[i]
+        if source == i:
+            inputs[i], weights[i] = h, W
+            x = x + heads(c, W, h, mask) @ W["wo"]
+        else:                                   # the source's keys and values, our queries
+            x = x + ref_shared_heads(c, heads, W, weights[source], h, inputs[source],
+                                     mask) @ W["wo"]
         h = ref_norm(x, W["mlp_norm"], c.norm_eps)
         gate = h @ W["w_gate"]
         x = x + (gate / (1 + np.exp(-gate)) * (h @ W["w_up"])) @ W["w_down"]
     x = ref_norm(x, f64(model.final_norm), c.norm_eps)
     return x @ (f64(model.embed).T if model.lm_head is None else f64(model.lm_head))
+
+
+def ref_shared_heads(c, heads, W, W_source, h, h_source, mask):
+    """A layer that reuses an earlier layer's cache: since queries and keys come from different
+    inputs, run the heads on the stacked inputs [h_source; h] with this layer's weights but the
+    source's projections that make the cache (W_K, W_V; MLA's and 'lowrank''s W_DKV), and keep
+    the rows of h's queries against h_source's keys."""
+    T = len(h)
+    both = np.concatenate([h_source, h])                         # [2T, D]
+    wide = np.zeros((2 * T, 2 * T), bool)
+    wide[T:, :T] = mask                                          # h's queries, h_source's keys
+    wide[np.arange(T), np.arange(T)] = True                      # rows never read: no NaN
+    makers = {"mla": ("w_dkv", "kv_norm"), "lowrank": ("w_dkv",)}.get(c.attention, ("wk", "wv"))
+    mixed = {**W, **{name: W_source[name] for name in makers}}
+    return heads(c, mixed, both, wide, positions=np.concatenate([np.arange(T)] * 2))[T:]
 
 
 # -- the plot tests: toykv.plots without a display, every figure closed after each test ---------

@@ -65,7 +65,7 @@ SHOWN = {
 }
 NOT_NUMBERS = {"ch1_ex1", "ch1_ex3", "ch1_ex4", "ch2_ex6", "ch4_ex6", "ch5_ex5", "ch6_ex5",
                "ch7_ex5", "ch7_ex6", "ch8_ex5", "ch9_ex5", "ch9_ex6", "ch10_ex2", "ch10_ex5",
-               "ch11_ex2", "ch11_ex5", "ch12_ex1", "ch12_ex4"}
+               "ch11_ex2", "ch11_ex5", "ch12_ex1", "ch12_ex4", "ch13_ex1", "ch13_ex2"}
 # functions, arrays, booleans, tokens, (GPU, ms): their own tests
 
 

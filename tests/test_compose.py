@@ -2,7 +2,10 @@
 against an independent reference holding the same tokens) or a clear refusal that changes
 nothing (a snapshot before and after).
 
-Kinds: full, sliding ring, window, sinks, heavy hitters, quantized storage, paged blocks.
+Kinds: full, sliding ring, window, sinks, heavy hitters, quantized storage, paged blocks; and
+the same kinds under the 'lowrank' attention kind (a latent cache) and with layers that share a
+cache (kv_sharing), where they compose (a kind refuses them when the cache is made otherwise,
+test_compositions_refused_when_made).
 Operations: truncate (rollback), copy (fork), batched rows, speculative verification,
 perplexity (quality.next_token_losses) and kvquant's measurements.
 References: a cache of the same kind fed only the kept tokens, a fresh cache fed everything,
@@ -21,15 +24,26 @@ from toykv.speculative import speculative_generate, verify_step
 
 SCHEME = QuantScheme(bits=4, keys="channel", group=4, residual=4)
 BLOCK = 4
-# kind -> (model variant, how to make an empty cache of it, model -> cache)
-KINDS = {
-    "full": ("gqa", lambda m: m.new_cache()),
-    "sliding": ("sliding", lambda m: m.new_cache()),                     # window 4
-    "window": ("gqa", lambda m: m.new_cache(policy=CachePolicy("window", 8))),
-    "sinks": ("gqa", lambda m: m.new_cache(policy=CachePolicy("sinks", 8, sinks=2))),
-    "h2o": ("gqa", lambda m: m.new_cache(policy=CachePolicy("h2o", 8))),
-    "quantized": ("gqa", lambda m: m.new_cache(quant=SCHEME)),
-    "paged": ("gqa", lambda m: m.new_paged_cache(32, BLOCK).new_sequence()),
+MAKERS = {      # cache kind -> how to make an empty cache of it, model -> cache
+    "full": lambda m: m.new_cache(),
+    "sliding": lambda m: m.new_cache(),                                  # window 4
+    "window": lambda m: m.new_cache(policy=CachePolicy("window", 8)),
+    "sinks": lambda m: m.new_cache(policy=CachePolicy("sinks", 8, sinks=2)),
+    "h2o": lambda m: m.new_cache(policy=CachePolicy("h2o", 8)),
+    "quantized": lambda m: m.new_cache(quant=SCHEME),
+    "paged": lambda m: m.new_paged_cache(32, BLOCK).new_sequence(),
+}
+# kind -> (model variant, its cache kind); 'lowrank': the latent attention kind, 'shared':
+# pairs of layers sharing a cache (kv_sharing=2), each beside the kinds it composes with
+KINDS = {kind: ("sliding" if kind == "sliding" else "gqa", kind) for kind in MAKERS} | {
+    "lowrank": ("lowrank", "full"),
+    "lowrank sinks": ("lowrank", "sinks"),
+    "lowrank paged": ("lowrank", "paged"),
+    "shared": ("shared", "full"),
+    "shared sliding": ("shared sliding", "sliding"),
+    "shared quantized": ("shared", "quantized"),
+    "shared paged": ("shared", "paged"),
+    "lowrank shared": ("lowrank_shared", "full"),
 }
 MODELS = {}
 
@@ -37,12 +51,23 @@ MODELS = {}
 def model_of(kind):
     name = KINDS[kind][0]
     if name not in MODELS:
-        MODELS[name] = make_model(name, exact=True)
+        MODELS[name] = make_model("shared", exact=True, sliding_window=4) if \
+            name == "shared sliding" else make_model(name, exact=True)
     return MODELS[name]
 
 
+def rule(kind):
+    """The cache kind whose rule decides what the operations do."""
+    return KINDS[kind][1]
+
+
+def stores(cache):
+    """The layers that hold keys and values (kv_sharing: not those reusing another's)."""
+    return sorted(set(cache.config.kv_sources))
+
+
 def new(kind):
-    return KINDS[kind][1](model_of(kind))
+    return MAKERS[rule(kind)](model_of(kind))
 
 
 def fed(kind, tokens):
@@ -57,6 +82,7 @@ def snapshot(cache):
     state = [len(cache), cache.nbytes]
     for i in range(cache.config.n_layers):
         state.append(cache.positions(i).tolist())
+    for i in stores(cache):
         state += [np.array(cache.stored(i, n)).tobytes() for n in cache.names]
     table = getattr(cache.layers[0], "table", None)
     if table is not None:
@@ -88,8 +114,8 @@ def test_truncate(kind, n, extra):
         return
     cache.truncate(n)
     fresh = fed(kind, tokens[:n])
-    assert snapshot(cache)[:-3 if kind == "paged" else None] == \
-        snapshot(fresh)[:-3 if kind == "paged" else None]
+    assert snapshot(cache)[:-3 if rule(kind) == "paged" else None] == \
+        snapshot(fresh)[:-3 if rule(kind) == "paged" else None]
     more = ids(3, seed=9)
     assert same(model.forward(more, cache), model.forward(more, fresh))
 
@@ -99,7 +125,7 @@ def test_truncate(kind, n, extra):
 def test_copy(kind):
     model, tokens, more = model_of(kind), ids(7), ids(3, seed=5)
     cache = fed(kind, tokens)
-    twin = cache.fork() if kind == "paged" else cache.copy()
+    twin = cache.fork() if rule(kind) == "paged" else cache.copy()
     fresh = fed(kind, tokens)
     out_twin = model.forward(more, twin)
     assert same(out_twin, model.forward(more, fresh))
@@ -113,11 +139,11 @@ def test_batched_rows(kind):
     rows = np.array([ids(9, seed=1), ids(9, seed=2)])
     batched = {"full": lambda: model.new_cache(batch=2),
                "sliding": lambda: model.new_cache(batch=2),
-               "quantized": lambda: model.new_cache(batch=2, quant=SCHEME)}.get(kind)
+               "quantized": lambda: model.new_cache(batch=2, quant=SCHEME)}.get(rule(kind))
     if batched is None:                           # a policy or a pool's sequence: one row
         cache = new(kind)
         refused(cache, lambda: model.forward(rows, cache), "one sequence")
-        if kind != "paged":
+        if rule(kind) != "paged":
             with pytest.raises(ValueError, match="one sequence"):
                 model.new_cache(batch=2, policy=cache.policy)
         return
@@ -130,7 +156,7 @@ def test_batched_rows(kind):
                                                                                 alone)])
         assert same(out[r], step)
         assert all(same(cache.stored(i, n)[r], alone.stored(i, n))
-                   for i in range(2) for n in cache.names)
+                   for i in stores(cache) for n in cache.names)
 
 
 # -- speculative verification: greedy's tokens and greedy's cache, or a refusal ---------------
@@ -150,20 +176,20 @@ def oracle(model, prompt, n):
 def test_speculative_verification(kind):
     model, prompt = model_of(kind), ids(5)
     plain_cache = new(kind)
-    if kind in ("full", "paged"):
+    if rule(kind) in ("full", "paged"):
         plain = generate(model, prompt, 12, cache=plain_cache)
         cache = new(kind)
         spec = speculative_generate(model, prompt, 12, oracle(model, prompt, 12), k=4,
                                     cache=cache)
         assert spec == plain
-        assert snapshot(cache)[:-3 if kind == "paged" else None] == \
-            snapshot(plain_cache)[:-3 if kind == "paged" else None]
+        assert snapshot(cache)[:-3 if rule(kind) == "paged" else None] == \
+            snapshot(plain_cache)[:-3 if rule(kind) == "paged" else None]
         return
     cache = fed(kind, prompt)       # cannot roll back, or steps that do not split: refused
-    words = "one-token steps" if kind == "quantized" else "could not"
+    words = "one-token steps" if rule(kind) == "quantized" else "could not"
     refused(cache, lambda: speculative_generate(model, [3], 12, oracle(model, [3], 12), k=4,
                                                 cache=cache), words)
-    if kind != "sliding":                         # a ring that has not wrapped still can
+    if rule(kind) != "sliding":                   # a ring that has not wrapped still can
         refused(cache, lambda: verify_step(model, cache, 3, [1, 2, 3]), "could not|one-token")
 
 
@@ -191,7 +217,7 @@ def by_hand_quantized(model, tokens, chunk):
     cache, done, logits = model.new_cache(), 0, []
     for first in range(0, len(tokens), chunk):
         due = SCHEME.quantized(len(cache))
-        for layer in cache.layers:
+        for layer in (layer for layer in cache.layers if "k" in layer):   # those that store
             for g in range(done, due, SCHEME.group):
                 layer["k"][g:g + SCHEME.group] = round_trip(layer["k"][g:g + SCHEME.group],
                                                             SCHEME.bits, SCHEME.keys)
@@ -209,11 +235,11 @@ def by_hand_quantized(model, tokens, chunk):
 def test_perplexity(kind):
     model, tokens = model_of(kind), ids(30)
     losses = next_token_losses(model, tokens, chunk=7, cache=new(kind))
-    if kind in ("full", "sliding", "paged"):
+    if rule(kind) in ("full", "sliding", "paged"):
         reference = next_token_losses(model, tokens)                 # one uncached pass
-    elif kind in ("window", "sinks"):
+    elif rule(kind) in ("window", "sinks"):
         reference = next_token_losses(model, tokens, chunk=1, cache=new(kind))
-    elif kind == "h2o":          # one token per step, each step's logits by hand
+    elif rule(kind) == "h2o":          # one token per step, each step's logits by hand
         cache, rows = new(kind), []
         for t in tokens:
             rows.append(model.forward([t], cache)[0])
@@ -231,21 +257,40 @@ def test_perplexity(kind):
 def test_kvquant_measurements(kind):
     model, tokens = model_of(kind), ids(20)
     cache = fed(kind, tokens)
-    if kind in ("full", "paged"):
+    if rule(kind) in ("full", "paged") and model.config.attention == "gqa" and \
+            model.config.kv_sharing == 1:
         plain = model.new_cache()
         model.forward(tokens, plain)
         assert same(key_channel_spread(cache), key_channel_spread(plain))
         scheme = QuantScheme(8, "token", 4, 4)
         assert same(key_error(cache, scheme), key_error(plain, scheme))
         return
-    if kind == "sliding":
+    if rule(kind) == "sliding" or model.config.attention != "gqa":
         match = "attention='gqa'|full-attention"
-    elif kind == "quantized":
+    elif model.config.kv_sharing > 1:
+        match = "kv_sharing=2"
+    elif rule(kind) == "quantized":
         match = "float32"
     else:
         match = "holds every token"
     refused(cache, lambda: key_channel_spread(cache), match)
     refused(cache, lambda: key_error(cache, SCHEME), match)
+
+
+def test_compositions_refused_when_made():
+    """What does not compose is refused when the cache is made, before it exists: a policy
+    chooses tokens per layer from that layer's attention (layers that share a cache would
+    read another's choice), a quantized scheme is for keys and values per KV head (not a
+    latent), a pool holds every position (no sliding ring)."""
+    shared, low = make_model("shared"), make_model("lowrank")
+    for policy in (CachePolicy("window", 8), CachePolicy("sinks", 8), CachePolicy("h2o", 8),
+                   CachePolicy()):
+        with pytest.raises(ValueError, match="kv_sharing=2"):
+            shared.new_cache(policy=policy)
+    with pytest.raises(ValueError, match="caching k and v"):
+        low.new_cache(quant=SCHEME)
+    with pytest.raises(ValueError, match="sliding-window layers"):
+        make_model("shared", sliding_window=4).new_paged_cache(8, BLOCK)
 
 
 def test_runs_into_a_pool_refuse_up_front_when_its_blocks_cannot_hold_them():

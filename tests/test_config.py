@@ -177,3 +177,31 @@ def test_rope_of_a_derived_head_dim_equals_a_given_one():
     for a, b in zip(rope_cos_sin(np.arange(50), derived, 10000.0),
                     rope_cos_sin(np.arange(50), 8, 10000.0)):
         assert np.array_equal(a, b)
+
+
+LOWRANK = dict(attention="lowrank", kv_lora_rank=12)
+
+
+def test_lowrank_needs_its_rank_and_has_no_rotary_key():
+    c = ModelConfig(**BASE, **LOWRANK, n_kv_heads=2)
+    assert c.attention == "lowrank" and c.n_kv_heads == 2 and c.kv_lora_rank == 12
+    assert ModelConfig(**BASE, **LOWRANK).n_kv_heads == 4       # default: n_heads
+    bad("attention='lowrank' needs kv_lora_rank", attention="lowrank")
+    bad("no decoupled rotary key", **LOWRANK, rope_head_dim=4)
+    bad("multiple of n_kv_heads", **LOWRANK, n_kv_heads=3)
+    bad("head_dim must be even", **LOWRANK, head_dim=7)
+
+
+@pytest.mark.parametrize("value", [0, -1, 3, 2.0, True, "2", None])
+def test_kv_sharing_is_a_count_up_to_n_layers(value):
+    bad("kv_sharing", kv_sharing=value)                         # BASE has 2 layers
+
+
+def test_kv_sharing_groups_each_kinds_layers_in_order():
+    c = ModelConfig(**{**BASE, "n_layers": 5}, kv_sharing=2)
+    assert c.kv_sources == (0, 0, 2, 2, 4)
+    assert ModelConfig(**{**BASE, "n_layers": 5}, kv_sharing=5).kv_sources == (0,) * 5
+    mixed = ModelConfig(**{**BASE, "n_layers": 6}, sliding_window=4, kv_sharing=2,
+                        layer_types=("sliding", "full") * 3)
+    assert mixed.kv_sources == (0, 1, 0, 1, 4, 5)              # pairs within each kind
+    assert ModelConfig(**BASE).kv_sources == (0, 1)

@@ -80,10 +80,15 @@ def test_the_readers_agree_with_the_description(name):
     c = model.config
     for layer, spec in zip(model.layers, c.layers):          # the model's weights
         assert {k: a.shape for k, a in layer.items()} == spec.weight_shapes
-    assert weight_shapes(c)["layers"] == c.layers[0].weight_shapes
+    assert weight_shapes(c)["layers"] == [spec.weight_shapes for spec in c.layers]
     cache = model.new_cache()
     model.forward(list(range(9)), cache)
     for i, spec in enumerate(c.layers):                      # the cache's arrays and held
+        if spec.shares_kv:                                   # kv_sharing: holds nothing
+            assert spec.entry_shapes == {} and not cache.layers[i].arrays
+            with pytest.raises(ValueError, match="holds no keys or values"):
+                cache.stored(i, cache.names[0])
+            continue
         assert {n: cache.stored(i, n).shape[1:] for n in cache.names} == spec.entry_shapes
         assert cache.held(i) == spec.held(9) == len(cache.stored(i, cache.names[0]))
     params = sum(math.prod(a.shape) for layer in model.layers for a in layer.values())
@@ -128,6 +133,31 @@ def test_absorb_is_a_bool_and_for_mla_only():
 
 
 
+def test_lowrank_and_shared_layers_by_hand():
+    D, H, hd, F, T, Tk, r = 32, 4, 8, 64, 3, 10, 12
+    low = config("lowrank").layers[0]                         # 2 KV heads rebuilt from r = 12
+    assert low.entry_shapes == {"c_kv": (r,)} and low.rope_dim == hd
+    attention = ("wq", "w_dkv", "w_uk", "w_uv")
+    assert {k: low.weight_shapes[k] for k in attention} == {
+        "wq": (D, H * hd), "w_dkv": (D, r), "w_uk": (r, 2 * hd), "w_uv": (r, 2 * hd)}
+    assert "wk" not in low.weight_shapes and "wv" not in low.weight_shapes
+    assert low.values_per_token == r and low.scales_per_token == 1
+    mlp, wo = 3 * 2 * T * D * F, 2 * T * H * hd * D
+    rebuild = 2 * 2 * Tk * r * 2 * hd                          # K and V of every held latent
+    assert low.flops(T, Tk) == (2 * T * D * H * hd + 2 * T * D * r + rebuild
+                                + 2 * 2 * H * T * Tk * hd + wo + mlp)
+    assert low.rebuilt_values() == 2 * 2 * hd
+    shared = config("shared")                                 # GQA, pairs of layers
+    first, second = shared.layers
+    assert not first.shares_kv and second.shares_kv
+    assert second.entries == () and "wk" not in second.weight_shapes
+    assert "wv" not in second.weight_shapes and second.values_per_token == 0
+    assert second.flops(T, Tk) == first.flops(T, Tk) - 2 * 2 * T * D * 2 * hd
+    latent = config("lowrank_shared").layers[1]
+    assert latent.shares_kv and set(latent.weight_shapes) - set(low.weight_shapes) == set()
+    assert "w_dkv" not in latent.weight_shapes and "w_uk" in latent.weight_shapes
+
+
 # -- the attention kind is described once (toykv.layers.ATTENTION) ------------------------------
 def test_the_attention_kind_is_branched_on_in_few_files():
     """A new attention kind is its AttentionKind entry (and its forward, config fields and
@@ -150,9 +180,11 @@ def test_every_attention_kind_describes_what_others_read():
     for name, kind in ATTENTION.items():
         swapped = with_attention(base, name, n_kv_heads=2, kv_lora_rank=8, rope_head_dim=4)
         spec = swapped.layers[0]
-        assert swapped.attention == name and kind.label == name.upper()
+        assert swapped.attention == name and isinstance(kind.label, str) and kind.label
+        assert kind.label == name.upper() or not kind.variant      # chapter 7's: MHA, ..., MLA
         assert set(kind.projections) <= set(spec.weight_shapes)          # sizing reads them
         assert callable(getattr(ToyTransformer, kind.forward))
-        assert (kind.heads_text(swapped) == str(swapped.n_kv_heads)) != kind.latent
+        latent = kind.latent or "kv_lora_rank" in kind.fields      # MLA's, or 'lowrank''s
+        assert (kind.heads_text(swapped) == str(swapped.n_kv_heads)) != latent
         shared = kv_projection_params(replace(swapped, n_layers=2), kv_sharing=2)
         assert shared == sum(np.prod(spec.weight_shapes[w]) for w in kind.projections)

@@ -9,7 +9,8 @@ from toykv import KVCache
 from toykv.paged import BlockManager, OutOfBlocks
 from toykv.paged import decode_step_runner as paged_runner
 
-EXACT_KINDS = ["mha", "gqa", "mqa", "mla_expanded", "mla_absorbed"]
+EXACT_KINDS = ["mha", "gqa", "mqa", "mla_expanded", "mla_absorbed", "lowrank", "shared",
+               "lowrank_shared", "mla_shared"]
 
 
 def alone(model, prompt, n_new):
@@ -44,7 +45,9 @@ def test_interleaved_sequences_match_the_contiguous_cache_bit_for_bit(name, kv_d
             last[i] = model.forward(t, s)[-1]
             ref[i][1] = model.forward(t, ref[i][0])[-1]
             assert np.array_equal(last[i], ref[i][1])
-            assert np.array_equal(s.stored(1, s.names[0]), ref[i][0].stored(1, s.names[0]))
+            last_store = max(model.config.kv_sources)      # kv_sharing: a layer that stores
+            assert np.array_equal(s.stored(last_store, s.names[0]),
+                                  ref[i][0].stored(last_store, s.names[0]))
     assert seqs[1].nbytes == pool.manager.blocks_for(len(seqs[1])) * pool.block_nbytes
 
 
@@ -56,6 +59,19 @@ def test_nbytes_is_blocks_times_block_bytes():
     seq = pool.new_sequence()
     model.forward(token_ids(5), seq)
     assert seq.nbytes == 2 * pool.block_nbytes and pool.used_nbytes == seq.nbytes
+    assert sum(layer.nbytes(len(seq)) for layer in seq.layers) == seq.nbytes
+
+
+@pytest.mark.parametrize("kv_dtype", ["float32", "int8"])
+def test_layers_that_share_a_cache_hold_no_blocks_of_their_own(kv_dtype):
+    model = make_model("lowrank_shared")                     # 3 layers, the first two share
+    pool = model.new_paged_cache(8, 4, kv_dtype=kv_dtype)
+    seq = pool.new_sequence()
+    model.forward(token_ids(5), seq)
+    per_layer = [layer.nbytes(len(seq)) for layer in seq.layers]
+    r, b = model.config.kv_lora_rank, {"float32": 4, "int8": 1 + 4 / 12}[kv_dtype]
+    assert per_layer[1] == 0 and per_layer[0] == per_layer[2] == 2 * 4 * r * b  # 2 blocks of 4
+    assert sum(per_layer) == seq.nbytes
 
 
 def test_prefix_caching_shares_full_blocks_and_changes_no_logit():

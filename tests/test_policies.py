@@ -4,11 +4,11 @@ anything. Expected values come from a cache without a policy, uncached passes, a
 hand."""
 import numpy as np
 import pytest
-from conftest import make_model
+from conftest import config, make_model
 from conftest import token_ids as ids
 from test_cache_steps import Boom, assert_same, fail_at, snapshot
 
-from toykv import CachePolicy
+from toykv import CachePolicy, ToyTransformer
 from toykv.kinds.kept import rotate as _rotate
 from toykv.quality import next_token_losses, perplexity
 from toykv.sizing import kv_bytes_per_token
@@ -212,3 +212,37 @@ def test_the_sample_text_is_the_prose_of_chapters_1_and_2_and_ships_with_toykv()
     root = Path(__file__).resolve().parent.parent
     data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert "data/*.md" in data["package-data"]["toykv"]
+
+
+def test_a_policy_refuses_layers_that_share_a_cache():
+    with pytest.raises(ValueError, match="kv_sharing=2"):
+        make_model("shared").new_cache(policy=CachePolicy("window", 4))
+
+
+def test_lowrank_under_every_policy_is_its_gqa_twin():
+    """'lowrank' turns its rebuilt keys at the positions the cache gives, so a policy (renumbered
+    positions too) keeps what it keeps for the GQA model whose W_K = W_DKV W_UK, W_V = W_DKV W_UV
+    (h2o chooses by attention that differs by rounding: same budget, logits close)."""
+    low = make_model("lowrank")
+    twin = ToyTransformer(config("gqa"), weights=gqa_weights(low))
+    tokens = ids(20)
+    for policy in (CachePolicy("window", 8), CachePolicy("sinks", 8),
+                   CachePolicy("sinks", 8, positions="renumbered")):
+        got = [stream_logits(m, tokens, policy) for m in (low, twin)]
+        np.testing.assert_allclose(got[0], got[1], atol=1e-4)
+
+
+def gqa_weights(low):
+    """The weights of the GQA model that 'lowrank' model `low` computes."""
+    layers = []
+    for layer in low.layers:
+        w = {k: a for k, a in layer.items() if k not in ("w_dkv", "w_uk", "w_uv")}
+        layers.append(w | {"wk": layer["w_dkv"] @ layer["w_uk"],
+                           "wv": layer["w_dkv"] @ layer["w_uv"]})
+    return {"embed": low.embed, "final_norm": low.final_norm, "lm_head": low.lm_head,
+            "layers": layers}
+
+
+def stream_logits(model, tokens, policy):
+    cache = model.new_cache(policy=policy)
+    return np.concatenate([model(tokens[:5], cache)] + [model([t], cache) for t in tokens[5:]])

@@ -4,11 +4,13 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from conftest import make_model, token_ids
 
 from toykv import ModelConfig, ToyTransformer, source_toy, zoo
 from toykv.sizing import (decode_step_bytes, kv_bytes_per_token, kv_cache_bytes, kv_share,
                           kv_projection_params, kv_values_per_token, max_tokens_per_second,
-                          param_count, relative_decode_speed, weight_bytes, weight_bytes_read)
+                          param_count, relative_decode_speed, sequences_that_fit,
+                          weight_bytes, weight_bytes_read)
 
 GiB, MiB, KiB = 2**30, 2**20, 2**10
 SEVEN_B = ModelConfig(vocab_size=32000, d_model=4096, n_layers=32, n_heads=32, d_ff=11008)
@@ -431,3 +433,63 @@ def test_kv_sharing_bad_values_are_refused(bad):
         kv_bytes_per_token(llama.config, kv_sharing=bad)
     with pytest.raises(ValueError, match="kv_sharing"):
         kv_share(llama, 1000, kv_sharing=bad)
+
+
+@pytest.mark.parametrize("name", ["llama-3.1-8b", "gemma-3-27b", "deepseek-v2",
+                                  "qwen3-next-80b-a3b"])
+@pytest.mark.parametrize("s", [2, 3, 5])
+def test_a_config_that_shares_counts_what_the_kv_sharing_argument_counts(name, s):
+    """A config built with kv_sharing = s (one toykv's model runs) describes its reusing layers
+    itself; every count of sizing then equals the count of the argument on the plain config."""
+    model = zoo.get(name)
+    shared = replace(model.config, kv_sharing=s)
+    assert kv_bytes_per_token(shared) == kv_bytes_per_token(model.config, kv_sharing=s)
+    assert kv_cache_bytes(shared, 70_000, batch=3, bytes_per_value=1, scale_bytes=4) == \
+        kv_cache_bytes(model.config, 70_000, batch=3, bytes_per_value=1, scale_bytes=4,
+                       kv_sharing=s)
+    assert param_count(model.config) - param_count(shared) == \
+        kv_projection_params(model.config, s)
+    assert kv_projection_params(shared) == 0
+    step, by_argument = decode_step_bytes(shared, 70_000), \
+        decode_step_bytes(model.config, 70_000, kv_sharing=s)
+    assert step == by_argument and step["kv"] > step["kv_stored"]      # read by every layer
+    assert kv_share(shared, 70_000) == kv_share(model.config, 70_000, kv_sharing=s)
+    assert sequences_that_fit(shared, 70_000, 10 ** 12) == \
+        sequences_that_fit(model.config, 70_000, 10 ** 12, kv_sharing=s)
+    with pytest.raises(ValueError, match="already shares"):
+        kv_bytes_per_token(shared, kv_sharing=2)
+
+
+@pytest.mark.parametrize("name", ["shared", "lowrank_shared", "mla_shared"])
+@pytest.mark.parametrize("kv_dtype, b, scale", [("float32", 4, 0), ("float16", 2, 0),
+                                                ("int8", 1, 4)])
+def test_a_sharing_models_cache_holds_what_a_step_counts_as_stored(name, kv_dtype, b, scale):
+    """toykv's model running kv_sharing: cache.nbytes is decode_step_bytes' 'kv_stored' (the
+    storing layers), and 'kv' counts every layer reading the cache it attends to, in every
+    cache dtype (int8: a float32 scale per token, layer and head or entry)."""
+    model = make_model(name)
+    cache = model.new_cache(kv_dtype=kv_dtype)
+    model.forward(token_ids(13), cache)
+    step = decode_step_bytes(model.config, 13, 1, b, 4, scale_bytes=scale)
+    assert cache.nbytes == step["kv_stored"] == kv_cache_bytes(model.config, 13, 1, b, scale)
+    unshared = replace(model.config, kv_sharing=1)
+    assert step["kv"] == kv_cache_bytes(unshared, 13, 1, b, scale) > step["kv_stored"]
+    stores = len(set(model.config.kv_sources))                  # layers that hold a cache
+    assert step["kv_stored"] * model.config.n_layers == step["kv"] * stores
+
+
+def test_a_sharing_models_paged_and_quantized_caches_hold_the_storing_layers():
+    """A block pool's blocks and a quantized cache of a sharing model hold the storing layers'
+    entries only: a block weighs what sizing counts for block_size tokens, and a quantized
+    cache what its scheme counts (QuantScheme.nbytes)."""
+    from toykv.kvquant import QuantScheme
+    model = make_model("shared")                                # 2 of 4 layers store
+    pool = model.new_paged_cache(8, 4)
+    assert pool.block_nbytes == kv_cache_bytes(model.config, 4, 1, 4)
+    assert pool.block_nbytes * 2 == kv_cache_bytes(replace(model.config, kv_sharing=1), 4, 1, 4)
+    scheme = QuantScheme(4, group=4, residual=4)
+    cache = model.new_cache(quant=scheme)
+    model.forward(token_ids(13), cache)
+    assert cache.nbytes == scheme.nbytes(model.config, 13)
+    assert scheme.nbytes(model.config, 13) * 2 == \
+        scheme.nbytes(replace(model.config, kv_sharing=1), 13)

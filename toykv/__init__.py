@@ -9,9 +9,9 @@ chapters use, and the public API the course's design names.
 """
 import importlib
 
-from . import (check, config, flops, kvquant, layers, longctx, model, ops, paged, policies,
-               prefix, quality, roofline, scheduler, serving, sizing, speculative, steptime,
-               timing, variants, zoo)
+from . import (check, config, convert, flops, kvquant, layers, longctx, model, ops, paged,
+               policies, prefix, quality, roofline, scheduler, serving, sizing, speculative,
+               steptime, timing, variants, zoo)
 from .cache import KVCache
 from .config import ModelConfig, source_toy
 from .generate import Step, decode_steps, generate
@@ -36,9 +36,9 @@ __all__ = [
     "max_tokens_per_second", "sequences_that_fit",
     "Hardware", "hardware", "measure_bandwidth", "measure_matmul_peak",
     "CachePolicy", "policies", "quality",
-    "check", "config", "flops", "kvquant", "longctx", "model", "ops", "paged", "plots", "prefix",
-    "roofline", "scheduler", "serving", "sizing", "speculative", "steptime", "timing", "variants",
-    "widgets", "zoo",
+    "check", "config", "convert", "flops", "kvquant", "longctx", "model", "ops", "paged", "plots",
+    "prefix", "roofline", "scheduler", "serving", "sizing", "speculative", "steptime", "timing",
+    "variants", "widgets", "zoo",
 ]
 
 

@@ -6,7 +6,9 @@ full-attention layer keeps every position (FullLayer), a sliding-window layer a 
 budget of tokens (SinksLayer, HeavyHitterLayer), a QuantScheme stores them in a few bits
 (QuantizedLayer), and a BlockPool supplies layers that read and write its blocks (PagedLayer).
 MHA/GQA/MQA layers store K and V per KV head; MLA layers store the latent c_kv and one shared
-rotary key (deepseek2024v2). kv_dtype 'int8' stores values as int8 with one float32 scale per
+rotary key (deepseek2024v2), 'lowrank' layers the latent alone. A layer that reuses an earlier
+layer's keys and values (kv_sharing) holds nothing: its SharedLayer returns what its source
+attends over in the step. kv_dtype 'int8' stores values as int8 with one float32 scale per
 token and head (and per entry), and `nbytes` counts both.
 
 A step is all or nothing: `update`/`append` give attention what each layer's queries attend over
@@ -30,12 +32,14 @@ A refused truncate changes nothing.
 from __future__ import annotations
 
 import weakref
+from dataclasses import replace
 
 import numpy as np
 
 from . import validate
 from .config import ModelConfig, check_config
 from .kinds import KINDS, Codec, Seen, head_major
+from .kinds.shared import shared_layers
 from .kinds.paged import BlockPool
 from .kinds.quantized import QuantScheme, check_layers
 from .layers import KV_DTYPE_BYTES, check_kv_dtype
@@ -145,15 +149,17 @@ class KVCache:
 
     @staticmethod
     def _build(config, batch, kv_dtype, slots, policy, schemes) -> list:
-        """One layer of its kind per model layer (toykv.kinds.KINDS)."""
+        """One layer of its kind per model layer (toykv.kinds.KINDS); a layer that reuses
+        another's keys and values (kv_sharing) a SharedLayer reading that one."""
         codec, options, kind = Codec(kv_dtype), {}, None
         if policy is not None:
             kind, options = policy.kind, {"policy": policy, "theta": config.rope_theta}
         elif schemes is not None:
             kind, options = "quantized", {"schemes": schemes}
-        return [KINDS[kind or spec.kind](spec, codec, batch, spec.held(slots),
-                                         spec.held(config.max_seq_len), **options)
-                for spec in config.layers]
+        return shared_layers(config, [
+            None if spec.shares_kv else KINDS[kind or spec.kind](
+                spec, codec, batch, spec.held(slots), spec.held(config.max_seq_len), **options)
+            for spec in config.layers])
 
     def _setup(self, config, batch, kv_dtype, policy, schemes, layers):
         """The attributes every cache has, given its layers (a new cache's, a copy's)."""
@@ -269,6 +275,11 @@ class KVCache:
         positions [Tk] of those keys, the mask). Call advance(T) once every layer is updated.
         """
         layer = validate.count("layer", layer, 0, self.config.n_layers - 1)
+        source = self.config.kv_sources[layer]
+        if source != layer:
+            raise ValueError(f"layer {layer} holds no keys or values: with kv_sharing="
+                             f"{self.config.kv_sharing} it attends to layer {source}'s (update "
+                             f"layer {source})")
         if len(new) != len(self.names) or any(name not in new for name in self.names):
             missing = [n for n in self.names if n not in new]
             raise ValueError(f"update needs exactly {self.names} for this cache; missing "
@@ -302,13 +313,12 @@ class KVCache:
         their positions [Tk], the mask [T, Tk])."""
         kind = self.layers[layer]
         if self.batch is None:
-            seen = kind.append({name: values[None] for name, values in new.items()},
-                               self.length)
-            seen.kv = {name: values[0] for name, values in seen.kv.items()}
-        else:
-            seen = kind.append(new, self.length)
-        seen.layer, seen.batch, seen.observe = layer, self.batch, getattr(kind, "observe", None)
-        return seen
+            new = {name: values[None] for name, values in new.items()}
+        kind.seen = seen = kind.append(new, self.length)     # kept for a layer sharing it
+        kv = seen.kv if self.batch is not None else \
+            {name: values[0] for name, values in seen.kv.items()}
+        return replace(seen, kv=kv, layer=layer, batch=self.batch,
+                       observe=getattr(kind, "observe", None))
 
     def advance(self, T: int, token_ids=None):
         """Commit the step: T more tokens are stored (once per forward, after every layer).
@@ -320,6 +330,7 @@ class KVCache:
                              "tokens: advance by the tokens given")
         for layer in self.layers:
             layer.commit(self.length, T, token_ids)
+            layer.seen = None
         self.length += T
 
     def discard(self):
@@ -327,6 +338,7 @@ class KVCache:
         exactly as it was before the step."""
         for layer in self.layers:
             layer.discard()
+            layer.seen = None
 
     # -- rollback ----------------------------------------------------------------------------
     def rollback_floor(self, ahead: int = 0) -> int:
@@ -402,9 +414,10 @@ class KVCache:
         capacity = max(capacity, len(self), 1)
         if batch is not None or quant is not None:
             return self._convert(capacity, batch, quant)
-        shared = {}
-        layers = [layer.copy(self.length, layer.spec.held(capacity), shared)
-                  for layer in self.layers]
+        layers = []
+        shared = {"layers": layers}          # the copies so far: a SharedLayer reads its source's
+        for layer in self.layers:
+            layers.append(layer.copy(self.length, layer.spec.held(capacity), shared))
         twin = object.__new__(KVCache)
         twin._setup(self.config, self.batch, self.kv_dtype, self.policy, self.quant, layers)
         twin.length, twin._owner = self.length, self._owner
@@ -425,7 +438,8 @@ class KVCache:
                              "token it was fed (no policy, no wrapped ring, not quantized)")
         rows = self.batch if batch is None else batch
         twin = KVCache(self.config, rows, "float32", capacity, quant=quant)
-        for i, layer in enumerate(twin.layers):
+        for i in sorted(set(self.config.kv_sources)):        # the layers that store
+            layer = twin.layers[i]
             values = {name: self.stored(i, name) for name in self.names}
             if self.batch is None:
                 values = {n: np.broadcast_to(v, (rows or 1, *v.shape)) for n, v in

@@ -3,7 +3,8 @@
 The same config drives the numpy model, the KV-cache sizing maths and the FLOP
 formulas, so a chapter never restates a shape by hand. Symbols follow the notation page
 of the book: L = n_layers, D = d_model, H = n_heads, H_kv = n_kv_heads, d_h = head_dim,
-F = d_ff, |V| = vocab_size, w = sliding_window, r = kv_lora_rank, d_h^R = rope_head_dim.
+F = d_ff, |V| = vocab_size, w = sliding_window, r = kv_lora_rank, d_h^R = rope_head_dim,
+s = kv_sharing.
 """
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from . import layers, validate
 
-ATTENTION_KINDS = tuple(layers.ATTENTION)     # 'mha', 'gqa', 'mqa', 'mla'
+ATTENTION_KINDS = tuple(layers.ATTENTION)     # 'mha', 'gqa', 'mqa', 'mla', 'lowrank'
 LAYER_KINDS = ("full", "sliding", "linear")
 MAX_LAYERS = 100_000          # far above any published model; refuses typos like 10**8
 
@@ -74,6 +75,11 @@ class ModelConfig:
     'mqa' (H_kv = 1). attention='mla' is DeepSeek-V2's latent attention: the cache holds
     kv_lora_rank latent values plus one rope_head_dim rotary key per token and layer, and
     head_dim is the per-head size of the non-rotary query/key part and of V.
+    attention='lowrank' caches one latent of kv_lora_rank values per token and layer, from which
+    a step rebuilds the keys and values of n_kv_heads heads; RoPE turns the rebuilt keys (MLA's
+    expanded form without a decoupled rotary key: no absorbed form exists, see toykv.convert).
+    kv_sharing = s: cross-layer KV sharing (brandon2024cla); of each kind's layers, taken s at a
+    time in order, the first stores keys and values and the other s - 1 attend to them.
     layer_types: an optional per-layer pattern of 'full', 'sliding' (attends to the last
     sliding_window tokens) and 'linear' (a linear-attention layer with a fixed state of
     linear_state_values values per sequence; for sizing only, the numpy model has none).
@@ -100,6 +106,7 @@ class ModelConfig:
     tie_embeddings: bool = True
     layer_types: tuple[str, ...] | None = None
     linear_state_values: int = 0
+    kv_sharing: int = 1
 
     def __post_init__(self):
         for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_seq_len"):
@@ -125,17 +132,25 @@ class ModelConfig:
             self._set("head_dim", Derived(self.d_model // self.n_heads))
         if attention == "mla":
             self._check_mla()
+        elif attention == "lowrank":
+            self._check_lowrank()
         else:
             self._check_kv_heads(attention)
         self._check_layer_types()
+        self._set("kv_sharing", _field("kv_sharing", validate.count, 1, self.n_layers)(
+            self.kv_sharing))
 
     def _set(self, name, value):
         object.__setattr__(self, name, value)     # frozen: only __post_init__ writes
 
     def _check_kv_heads(self, attention):
         if self.kv_lora_rank is not None or self.rope_head_dim is not None:
-            _fail("kv_lora_rank and rope_head_dim are for attention='mla' only",
-                  "kv_lora_rank", "rope_head_dim", "attention")
+            _fail("kv_lora_rank and rope_head_dim are for attention='mla' only (kv_lora_rank "
+                  "also for 'lowrank')", "kv_lora_rank", "rope_head_dim", "attention")
+        self._check_heads(attention)
+
+    def _check_heads(self, attention):
+        """head_dim even, n_kv_heads (default: by attention) dividing n_heads."""
         if self.head_dim % 2:
             _fail(f"head_dim must be even: RoPE rotates pairs of values, got {self.head_dim}",
                   "head_dim")
@@ -150,11 +165,21 @@ class ModelConfig:
             _fail(f"n_heads ({self.n_heads}) must be a multiple of n_kv_heads ({n_kv})",
                   "n_heads", "n_kv_heads")
         kind = "mha" if n_kv == self.n_heads else "mqa" if n_kv == 1 else "gqa"
+        if attention == "lowrank":
+            return
         if attention is not None and attention != kind:
             _fail(f"attention={attention!r} does not match n_kv_heads={n_kv} with "
                   f"n_heads={self.n_heads} (that is {kind!r})", "attention", "n_kv_heads",
                   "n_heads")
         self._set("attention", attention if attention is not None else DerivedKind(kind))
+
+    def _check_lowrank(self):
+        if self.kv_lora_rank is None:
+            _fail("attention='lowrank' needs kv_lora_rank (a positive integer)", "kv_lora_rank")
+        if self.rope_head_dim is not None:
+            _fail("attention='lowrank' has no decoupled rotary key: rope_head_dim must be None "
+                  f"(RoPE turns the rebuilt keys), got {self.rope_head_dim}", "rope_head_dim")
+        self._check_heads("lowrank")
 
     def _check_mla(self):
         for name in ("kv_lora_rank", "rope_head_dim"):
@@ -208,6 +233,12 @@ class ModelConfig:
         """Each layer described once (toykv.layers.describe): its kind, window, cache entries,
         weight shapes, the positions it holds at a context, its FLOPs."""
         return layers.describe(self)
+
+    @functools.cached_property
+    def kv_sources(self) -> tuple[int, ...]:
+        """For each layer, the layer whose cached keys and values it attends to: itself, or with
+        kv_sharing = s > 1 the first of its group of s layers of its kind (toykv.layers)."""
+        return layers.kv_sources(self)
 
     @functools.cached_property
     def layer_groups(self) -> list:

@@ -80,6 +80,10 @@ def _check_measurable(cache, what: str):
     measurements read its keys as they came): else a ValueError, before any work."""
     cache = check_cache(cache)
     check_layers(cache.config)
+    if cache.config.kv_sharing > 1:
+        raise ValueError(f"{what} measures every layer's own keys; with kv_sharing="
+                         f"{cache.config.kv_sharing} some layers hold none (they read another "
+                         "layer's): measure a model whose layers each store their own")
     if cache.kv_dtype != "float32" or cache.quant is not None:
         raise ValueError(f"{what} reads float32 keys as the model made them: the cache holds "
                          f"kv_dtype={cache.kv_dtype!r}" + ("" if cache.quant is None else
@@ -125,6 +129,25 @@ def key_error(cache, scheme: QuantScheme) -> np.ndarray:
                                for s in range(0, q, scheme.group)])
         out.append(np.linalg.norm(back - k) / np.linalg.norm(k))
     return np.array(out)
+
+
+def quantized_logits(model, token_ids, scheme: QuantScheme) -> np.ndarray:
+    """Logits [N, |V|] of a text read through a cache quantized by `scheme`
+    (model.new_cache(quant=scheme)), `group` tokens per step: when residual is a multiple of
+    group, every token then sees what it would see decoded one at a time (a step's groups are
+    those quantized when it began); otherwise the text goes one token per step."""
+    check_model(model)
+    if not isinstance(scheme, QuantScheme):
+        raise ValueError(f"scheme must be a QuantScheme, got {type(scheme).__name__}")
+    check_layers(model.config)
+    ids = validate.token_ids("token_ids", token_ids, model.config.vocab_size,
+                             model.config.max_seq_len)
+    if not ids:
+        raise ValueError("token_ids must hold at least one token")
+    chunk = scheme.group if scheme.residual % scheme.group == 0 else 1
+    cache = model.new_cache(capacity=len(ids), quant=scheme)
+    return np.concatenate([model.forward(ids[start:start + chunk], cache)   # [T, |V|] each
+                           for start in range(0, len(ids), chunk)])
 
 
 def compare_schemes(model, prefix_cache, prompt_ids, n_new: int, schemes) -> dict:
@@ -179,4 +202,4 @@ def compare_schemes(model, prefix_cache, prompt_ids, n_new: int, schemes) -> dic
 
 __all__ = ["forced_logits", "compare_cache", "QUANT_BITS", "SCALES", "SCALE_BYTES",
            "round_trip", "QuantScheme", "key_channel_spread", "key_error",
-           "compare_schemes"]
+           "compare_schemes", "quantized_logits"]

@@ -7,11 +7,14 @@ toykv.flops, toykv.sizing, toykv.variants and toykv.steptime read it, so the att
 the layer kind are decided here and nowhere else:
 
 - the attention kind ('mha', 'gqa', 'mqa' share one form, H_kv heads of keys and values; 'mla'
-  is DeepSeek-V2's latent form, deepseek2024v2) gives the cache entries and their per-token
-  shapes, the weight shapes, how many values RoPE turns, and the FLOPs of a layer;
+  is DeepSeek-V2's latent form, deepseek2024v2; 'lowrank' a latent from which H_kv heads of keys
+  and values are rebuilt, RoPE after) gives the cache entries and their per-token shapes, the
+  weight shapes, how many values RoPE turns, and the FLOPs of a layer;
 - the layer kind ('full', 'sliding', 'linear') gives the positions held at a context and the
   mask: a sliding layer keeps the last w = sliding_window positions, a linear-attention layer
-  a fixed state of linear_state_values values (for sizing only: the numpy model has none).
+  a fixed state of linear_state_values values (for sizing only: the numpy model has none);
+- cross-layer sharing (kv_sharing = s > 1) makes the layers that reuse another layer's keys
+  and values: they cache nothing and have no projections that make cache entries.
 
 KV_DTYPE_BYTES is the one table of what a stored value costs in each cache dtype.
 """
@@ -35,11 +38,14 @@ RESIDUAL_OUTPUTS = ("wo", "w_down")
 class LayerSpec:
     """One layer, as toykv builds, caches and counts it. Shapes in values, weights [in, out].
 
-    kind: 'full' | 'sliding' | 'linear'; attention: 'mha' | 'gqa' | 'mqa' | 'mla'; window: w
-    of a sliding layer (else None); n_heads, head_dim: H and d_h of the queries; rope_dim: the
+    kind: 'full' | 'sliding' | 'linear'; attention: a name in ATTENTION; window: w of a
+    sliding layer (else None); n_heads, head_dim: H and d_h of the queries; rope_dim: the
     values RoPE turns per head (d_h, or MLA's d_h^R); entries: the cache's (name, per-token
     shape) pairs; weights: (name, shape) pairs in the order a seeded model draws them;
-    state_values: a linear layer's fixed state per sequence.
+    state_values: a linear layer's fixed state per sequence; rotated: the entry that holds keys
+    turned by RoPE ('k', MLA's 'k_rope'; None when keys are turned after the cache is read);
+    shares_kv: the layer attends to an earlier layer's cache (config.kv_sources) and so has no
+    entries and none of its kind's projections.
     """
 
     kind: str
@@ -51,6 +57,8 @@ class LayerSpec:
     entries: tuple
     weights: tuple
     state_values: int = 0
+    rotated: str | None = None
+    shares_kv: bool = False
 
     @property
     def is_sliding(self) -> bool:
@@ -60,7 +68,8 @@ class LayerSpec:
     @property
     def entry_shapes(self) -> dict[str, tuple]:
         """{cache entry: its per-token shape}: 'k', 'v' [H_kv, d_h], or MLA's 'c_kv' [r] and
-        'k_rope' [d_h^R]. Empty for a linear layer."""
+        'k_rope' [d_h^R] ('lowrank': 'c_kv'). Empty for a linear layer and one that reuses
+        another's cache."""
         return dict(self.entries)
 
     @property
@@ -135,7 +144,8 @@ class LayerSpec:
 
     def rebuilt_values(self, absorb: bool = False) -> int:
         """Values per held position the layer rebuilds from its cache in a step: MLA's
-        expanded form makes every head's key and value (2 H d_h); every other form none."""
+        expanded form makes every head's key and value (2 H d_h), 'lowrank' every KV head's
+        (2 H_kv d_h); every other form none."""
         per_key, _, _ = _attention_core(self, absorb)
         return sum(self.weight_shapes[name][1] for name in per_key)
 
@@ -144,16 +154,25 @@ class LayerSpec:
 def _kv_heads(c) -> dict:
     """MHA, GQA, MQA: H_kv heads of keys and values, each of d_h values."""
     D, H, Hkv, hd = c.d_model, c.n_heads, c.n_kv_heads, c.head_dim
-    return dict(entries=(("k", (Hkv, hd)), ("v", (Hkv, hd))), rope_dim=hd,
+    return dict(entries=(("k", (Hkv, hd)), ("v", (Hkv, hd))), rope_dim=hd, rotated="k",
                 weights=(("wq", (D, H * hd)), ("wk", (D, Hkv * hd)), ("wv", (D, Hkv * hd))))
 
 
 def _latent(c) -> dict:
     """MLA: a latent c_kv of r values and one shared rotary key of d_h^R values per token."""
     D, H, hd, r, rd = c.d_model, c.n_heads, c.head_dim, c.kv_lora_rank, c.rope_head_dim
-    return dict(entries=(("c_kv", (r,)), ("k_rope", (rd,))), rope_dim=rd,
+    return dict(entries=(("c_kv", (r,)), ("k_rope", (rd,))), rope_dim=rd, rotated="k_rope",
                 weights=(("wq", (D, H * (hd + rd))), ("w_dkv", (D, r + rd)), ("kv_norm", (r,)),
                          ("w_uk", (r, H * hd)), ("w_uv", (r, H * hd))))
+
+
+def _lowrank(c) -> dict:
+    """'lowrank': a latent c_kv of r values per token, rebuilt into H_kv heads of keys and
+    values, RoPE turning the rebuilt keys (so nothing cached is rotated)."""
+    D, H, Hkv, hd, r = c.d_model, c.n_heads, c.n_kv_heads, c.head_dim, c.kv_lora_rank
+    return dict(entries=(("c_kv", (r,)),), rope_dim=hd, rotated=None,
+                weights=(("wq", (D, H * hd)), ("w_dkv", (D, r)), ("w_uk", (r, Hkv * hd)),
+                         ("w_uv", (r, Hkv * hd))))
 
 
 def _heads_core(spec, absorb: bool) -> tuple[tuple, int, int]:
@@ -161,10 +180,14 @@ def _heads_core(spec, absorb: bool) -> tuple[tuple, int, int]:
 
 
 def _latent_core(spec, absorb: bool) -> tuple[tuple, int, int]:
-    r, rd = spec.entry_shapes["c_kv"][0], spec.entry_shapes["k_rope"][0]
+    r, rd = spec.weight_shapes["w_uk"][0], spec.rope_dim      # a reusing layer caches none
     if absorb:              # scores against the latent and the rotary key; sums of latents
         return (), r + rd, r
     return ("w_uk", "w_uv"), spec.head_dim + rd, spec.head_dim      # keys, values rebuilt
+
+
+def _lowrank_core(spec, absorb: bool) -> tuple[tuple, int, int]:
+    return ("w_uk", "w_uv"), spec.head_dim, spec.head_dim      # every held latent rebuilt
 
 
 @dataclass(frozen=True)
@@ -177,9 +200,11 @@ class AttentionKind:
     runs it; projections: the weights that make its cache entries (a layer that reuses another's
     keys and values has none of them); fields: the config fields only it takes;
     kv_heads: config -> its n_kv_heads when swapped to it (None: the given n_kv_heads; MLA
-    has none of its own); latent: it caches a latent rather than keys and values per KV head
-    (what an absorbed form and a widget's 'latent r+d' need); cached: what its cache rows
-    hold, in words."""
+    has none of its own; 'lowrank' keeps the config's); latent: it caches MLA's latent and
+    rotary key rather than keys and values per KV head (what an absorbed form and a widget's
+    'latent r+d' need); cached: what its cache rows
+    hold, in words; variant: one of the variants chapter 7 builds from any config (False for a
+    form a conversion makes, toykv.convert)."""
     name: str
     label: str
     form: object
@@ -190,11 +215,15 @@ class AttentionKind:
     kv_heads: object = None
     latent: bool = False
     cached: str = "K or V"
+    variant: bool = True
 
     def heads_text(self, config) -> str:
-        """What one token caches per layer, for a table: its KV heads, or 'latent r+d'."""
+        """What one token caches per layer, for a table: its KV heads, or 'latent r+d'
+        ('latent r' when no rotary key is cached)."""
         if self.latent:
             return f"latent {config.kv_lora_rank}+{config.rope_head_dim}"
+        if "kv_lora_rank" in self.fields:
+            return f"latent {config.kv_lora_rank}"
         return str(config.n_kv_heads)
 
 
@@ -207,6 +236,10 @@ ATTENTION = {
                          projections=("w_dkv", "kv_norm"),
                          fields=("kv_lora_rank", "rope_head_dim"), latent=True,
                          cached="latent c_kv or rotary key k_rope"),
+    "lowrank": AttentionKind("lowrank", "low-rank", _lowrank, _lowrank_core,
+                             "lowrank_attention", projections=("w_dkv",),
+                             fields=("kv_lora_rank",), kv_heads=lambda c: c.n_kv_heads,
+                             cached="latent c_kv", variant=False),
 }
 
 
@@ -220,23 +253,47 @@ def _attention_core(spec: LayerSpec, absorb: bool) -> tuple[tuple, int, int]:
     return ATTENTION[spec.attention].core(spec, absorb)
 
 
+def kv_sources(config) -> tuple[int, ...]:
+    """For each layer, the layer whose cache it attends to. With kv_sharing = s, a kind's layers
+    are taken s at a time in order and the first of each group stores for the group
+    (brandon2024cla; toykv.sizing counts the same layers); a linear layer keeps its own state."""
+    seen, first, sources = {}, {}, []
+    for i, kind in enumerate(config.layer_kinds):
+        rank = seen[kind] = seen.get(kind, -1) + 1               # i's place among its kind
+        if kind == "linear" or rank % config.kv_sharing == 0:
+            first[kind] = i
+        sources.append(i if kind == "linear" else first[kind])
+    return tuple(sources)
+
+
 def describe(config) -> tuple[LayerSpec, ...]:
-    """One LayerSpec per layer of config (layers of the same kind share one object)."""
+    """One LayerSpec per layer of config (layers of the same kind, storing or reusing a
+    cache, share one object)."""
     c = config
-    form = ATTENTION[c.attention].form(c)
+    attention = ATTENTION[c.attention]
+    form = attention.form(c)
     D, F, H, hd = c.d_model, c.d_ff, c.n_heads, c.head_dim
     weights = (("attn_norm", (D,)), ("mlp_norm", (D,)), ("w_gate", (D, F)), ("w_up", (D, F)),
                ("w_down", (F, D)), ("wo", (H * hd, D))) + form["weights"]
-    specs = {}
-    for kind in dict.fromkeys(c.layer_kinds):
+    reused = tuple(w for w in weights if w[0] not in attention.projections)
+
+    def spec(kind, shares):
         # a linear layer has no cache entries; its weights are counted as toykv's attention
         # block (toykv has no linear-attention weights: hfconfig counts a real model's)
-        specs[kind] = LayerSpec(
+        return LayerSpec(
             kind=kind, attention=str(c.attention),
             window=c.sliding_window if kind == "sliding" else None, n_heads=H, head_dim=hd,
-            rope_dim=form["rope_dim"], entries=() if kind == "linear" else form["entries"],
-            weights=weights, state_values=c.linear_state_values if kind == "linear" else 0)
-    return tuple(specs[kind] for kind in c.layer_kinds)
+            rope_dim=form["rope_dim"],
+            entries=() if kind == "linear" or shares else form["entries"],
+            weights=reused if shares else weights,
+            state_values=c.linear_state_values if kind == "linear" else 0,
+            rotated=form["rotated"], shares_kv=shares)
+
+    specs = {}
+    keys = [(kind, source != i) for i, (kind, source) in
+            enumerate(zip(c.layer_kinds, kv_sources(c)))]
+    return tuple(specs[key] if key in specs else specs.setdefault(key, spec(*key))
+                 for key in keys)
 
 
 def groups(config) -> list[tuple[LayerSpec, int]]:
@@ -268,5 +325,5 @@ def check_absorb(config, absorb) -> bool:
     return absorb
 
 
-__all__ = ["LayerSpec", "describe", "groups", "check_kv_dtype", "check_absorb",
+__all__ = ["LayerSpec", "describe", "kv_sources", "groups", "check_kv_dtype", "check_absorb",
            "KV_DTYPE_BYTES", "AttentionKind", "ATTENTION", "attention_kind"]

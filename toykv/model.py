@@ -46,14 +46,18 @@ class Layer(dict):
     larger product instead of two or three (BLAS streams a wide matrix faster than several
     narrow ones): fused["qkv"] = [W_q | W_k | W_v] and fused["gate_up"] = [W_gate | W_up].
     layer["wq"] and the others are views into them, and assigning one writes into them.
+    A layer that reuses another's keys and values (kv_sharing; makes_kv=False) has no W_k and
+    W_v: its fused["qkv"] is W_q alone, so the product gives queries and no keys or values.
     """
 
     GROUPS = {"qkv": ("wq", "wk", "wv"), "gate_up": ("w_gate", "w_up")}
 
-    def __init__(self, weights: dict):
+    def __init__(self, weights: dict, makes_kv: bool = True):
         super().__init__(weights)
-        self.fused = {}
+        self.fused, self.makes_kv = {}, makes_kv
         for group, names in self.GROUPS.items():
+            if not makes_kv:
+                names = tuple(name for name in names if name not in ("wk", "wv"))
             if all(name in weights for name in names):           # MLA has no wk, wv
                 matrix = weight_layout(np.concatenate([weights[n] for n in names], axis=1))
                 self.fused[group], start = matrix, 0
@@ -63,7 +67,7 @@ class Layer(dict):
                     start += width
 
     def __setitem__(self, name, value):
-        if any(name in self.GROUPS[group] for group in self.fused):
+        if name in self and any(name in self.GROUPS[group] for group in self.fused):
             if np.shape(value) != self[name].shape:
                 raise ValueError(f"layer[{name!r}] has shape {self[name].shape}, got "
                                  f"{np.shape(value)}")
@@ -76,7 +80,7 @@ class Layer(dict):
             self[name] = value
 
     def __reduce__(self):                     # copy, deepcopy and pickle rebuild the views
-        return type(self), (dict(self),)
+        return type(self), (dict(self), self.makes_kv)
 
     @classmethod
     def of(cls, layer: dict) -> Layer:
@@ -91,11 +95,12 @@ def rows(x: np.ndarray, width: int | None = None) -> np.ndarray:
 
 def weight_shapes(config: ModelConfig) -> dict:
     """The shape of every weight: {'embed', 'final_norm', 'lm_head' (None when tied), 'layers':
-    {name: shape} of each layer (its LayerSpec's)}. Projections are [in, out]; norms vectors."""
+    a {name: shape} per layer (its LayerSpec's; with kv_sharing the reusing layers have no K/V
+    projections)}. Projections are [in, out]; norms vectors."""
     c = check_config(config)
     return {"embed": (c.vocab_size, c.d_model), "final_norm": (c.d_model,),
             "lm_head": None if c.tie_embeddings else (c.d_model, c.vocab_size),
-            "layers": c.layers[0].weight_shapes}
+            "layers": [spec.weight_shapes for spec in c.layers]}
 
 
 def _checked(name: str, array, shape, layout=weight_layout) -> np.ndarray:
@@ -191,7 +196,8 @@ class ToyTransformer:
         else:    # given arrays (a loader's): {"embed", "layers", "final_norm", "lm_head"}
             given = check_weights(weights, config)
             self.embed, self.final_norm = given["embed"], given["final_norm"]
-            self.layers = [Layer(layer) for layer in given["layers"]]
+            self.layers = [Layer(layer, not spec.shares_kv)
+                           for layer, spec in zip(given["layers"], config.layers)]
             self.lm_head = given["lm_head"]
         self._watching = {}                         # layer -> an AttentionWatch recording it
         rope_dim = config.layers[0].rope_dim
@@ -213,7 +219,7 @@ class ToyTransformer:
                                       / np.sqrt(c.d_model))
         self.layers = [Layer({name: np.ones(shape, np.float32) if len(shape) == 1 else
                               w(*shape, out_scale if name in RESIDUAL_OUTPUTS else 1.0)
-                              for name, shape in spec.weights})
+                              for name, shape in spec.weights}, not spec.shares_kv)
                        for spec in c.layers]
         self.final_norm = np.ones(c.d_model, np.float32)
         self.lm_head = None if c.tie_embeddings else w(c.d_model, c.vocab_size)
@@ -235,8 +241,8 @@ class ToyTransformer:
     @property
     def attend(self):
         """The attention form of this model's layers, as its attention kind says
-        (toykv.layers.ATTENTION): attention (H_kv heads of keys and values) or mla_attention
-        (MLA's latent)."""
+        (toykv.layers.ATTENTION): attention (H_kv heads of keys and values), mla_attention
+        (MLA's latent) or lowrank_attention (a latent rebuilt into H_kv heads)."""
         return getattr(self, attention_kind(self.config).forward)
 
     @property
@@ -268,13 +274,17 @@ class ToyTransformer:
     def forward(self, token_ids, cache: KVCache | None = None) -> np.ndarray:
         """Logits [T, |V|] of token_ids [T], or [B, T, |V|] of a batch [B, T]. With a cache the
         tokens follow the len(cache) tokens it holds (per sequence), and are added to it: all
-        or nothing, so a pass that fails leaves the cache as it was."""
+        or nothing, so a pass that fails leaves the cache as it was. Without a cache, a model
+        whose layers share keys and values (kv_sharing) reads them through a cache of the pass
+        alone, dropped after it."""
         ids, batched = self.check_ids(token_ids)                         # [B, T]
         B, T = ids.shape
         start = 0
         if cache is not None:
             self.check_cache(cache, B if batched else None)
             start = len(cache)
+        elif self.config.kv_sharing > 1 and T <= self.config.max_seq_len:
+            cache = self.new_cache(B if batched else None, capacity=T)   # the pass's own
         if start + T > self.config.max_seq_len:
             raise ValueError(f"{start} cached + {T} new tokens exceeds max_seq_len "
                              f"{self.config.max_seq_len}")
@@ -387,7 +397,7 @@ class ToyTransformer:
         *lead, T, D = h.shape
         # project: every head's query, key and value in one product
         qkv = mm(rows(h), Layer.of(layer).fused["qkv"])  # [B T, (H+2H_kv) d_h]
-        qkv = qkv.reshape(*lead, T, H + 2 * Hkv, hd)  # [..., T, heads, d_h]
+        qkv = qkv.reshape(*lead, T, -1, hd)         # [..., T, heads, d_h]
         q = qkv[..., :H, :]                         # [..., T, H, d_h]
         k = qkv[..., H:H + Hkv, :]                  # [..., T, H_kv, d_h]
         v = qkv[..., H + Hkv:, :]                   # [..., T, H_kv, d_h]
@@ -431,16 +441,17 @@ class ToyTransformer:
         # project: per-head queries, and one latent and rotary key per token for all heads
         q = mm(rows(h), layer["wq"]).reshape(*lead, T, H, hd + rd)
         q = np.swapaxes(q, -3, -2)                                       # [..., H, T, d_h + d_h^R]
-        ckv = mm(rows(h), layer["w_dkv"])                                # [B T, r + d_h^R]
-        c_kv = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(*lead, T, r)   # the latent
-        # rotate: RoPE on the rotary parts only
-        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)
-        k_rope = apply_rope(ckv[:, r:].reshape(*lead, T, rd), cos, sin)  # [..., T, d_h^R] shared
+        q_nope, q_rope = q[..., :hd], apply_rope(q[..., hd:], cos, sin)  # RoPE: rotary parts
+        new = {}                             # none for a layer that reuses another's (kv_sharing)
+        if "w_dkv" in layer:
+            ckv = mm(rows(h), layer["w_dkv"])                            # [B T, r + d_h^R]
+            new["c_kv"] = self.rms_norm(ckv[:, :r], layer["kv_norm"]).reshape(*lead, T, r)
+            new["k_rope"] = apply_rope(ckv[:, r:].reshape(*lead, T, rd), cos, sin)  # shared
         # append to the cache: the latent and the rotary key of every position held
         if cache is None:
-            seen = self.alone(i, positions, c_kv=c_kv, k_rope=k_rope)   # these only, causally
+            seen = self.alone(i, positions, **new)                      # these only, causally
         else:
-            seen = cache.append(i, c_kv=c_kv, k_rope=k_rope)            # + positions, mask
+            seen = cache.append(i, **new)                               # + positions, mask
         c_kv, k_rope = seen.kv["c_kv"], seen.kv["k_rope"]                # [..., Tk, r], [.., d_h^R]
         Tk = len(seen.positions)
         # attend: every head scores the shared rotary keys (and, absorbed, the latents)
@@ -466,9 +477,50 @@ class ToyTransformer:
         out = np.swapaxes(out, -3, -2)                                   # [..., T, H, d_h]
         return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
 
+    def lowrank_attention(self, h, layer, i, positions, cache=None, rope=None):
+        """A latent per token rebuilt into H_kv heads of keys and values ('lowrank', as
+        toykv.convert.low_rank_kv makes it), h [..., T, D] -> the same shape, as attention()
+        takes it. The cache holds c_kv [r] per token; a step rebuilds K = RoPE(c_kv W_UK), at
+        the positions the cache says the keys have, and V = c_kv W_UV, then attends as
+        attention() does. With RoPE after the rebuild, W_UK cannot be folded into the query:
+        DeepSeek-V2 keeps a rotary key apart for that (deepseek2024v2)."""
+        c, mm = self.config, self.ops.matmul
+        H, Hkv, G, hd = c.n_heads, c.n_kv_heads, c.group_size, c.head_dim
+        *lead, T, D = h.shape
+        cos, sin = self.rope(positions) if rope is None else rope        # [T, d_h]
+        # project: per-head queries, and one latent of r values per token
+        q = mm(rows(h), layer["wq"]).reshape(*lead, T, H, hd)
+        q = apply_rope(q, cos[:, None], sin[:, None])                    # [..., T, H, d_h]
+        new = {}                             # none for a layer that reuses another's (kv_sharing)
+        if "w_dkv" in layer:
+            new["c_kv"] = mm(rows(h), layer["w_dkv"]).reshape(*lead, T, -1)   # [..., T, r]
+        # append to the cache: the latents of every position held
+        seen = self.alone(i, positions, **new) if cache is None else cache.append(i, **new)
+        c_kv, Tk = seen.kv["c_kv"], len(seen.positions)                  # [..., Tk, r]
+        # rebuild every held position's keys and values; RoPE turns the keys where they sit
+        k = mm(rows(c_kv), layer["w_uk"]).reshape(*lead, Tk, Hkv, hd)
+        v = mm(rows(c_kv), layer["w_uv"]).reshape(*lead, Tk, Hkv, hd)
+        k_cos, k_sin = self.rope(seen.positions)                         # [Tk, d_h]
+        k = apply_rope(k, k_cos[:, None], k_sin[:, None])
+        # attend as attention() does: G query heads per rebuilt KV head
+        q = np.swapaxes(q, -3, -2).reshape(*lead, Hkv, G, T, hd)         # [..., H_kv, G, T, d_h]
+        k = np.swapaxes(k, -3, -2)[..., None, :, :]                      # [..., H_kv, 1, Tk, d_h]
+        v = np.swapaxes(v, -3, -2)[..., None, :, :]
+        scores = mm(q, np.swapaxes(k, -1, -2))                           # [..., H_kv, G, T, Tk]
+        scores *= np.float32(1 / np.sqrt(hd))
+        out = mm(self.softmax(scores, seen), v).reshape(*lead, H, T, hd)
+        out = np.swapaxes(out, -3, -2)                                   # [..., T, H, d_h]
+        return mm(rows(out, H * hd), layer["wo"]).reshape(h.shape)       # [..., T, D]
+
     def alone(self, layer: int, positions, **new: np.ndarray) -> Seen:
         """What a step without a cache attends over in layer `layer`: its own keys and values
-        (new: [..., T, ...] per name), causally (and inside a sliding window)."""
+        (new: [..., T, ...] per name), causally (and inside a sliding window). A layer that
+        reuses another's (kv_sharing) has none of its own: forward runs such a model through a
+        cache of the pass."""
+        source = self.config.kv_sources[layer]
+        if source != layer:
+            raise ValueError(f"layer {layer} reuses layer {source}'s keys and values "
+                             f"(kv_sharing={self.config.kv_sharing}): run it with a cache")
         name, shape = self.config.layers[layer].entries[0]
         value = new[name]                                   # [T, ...] or [B, T, ...]
         batch = value.shape[0] if value.ndim > len(shape) + 1 else None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
 # Okabe & Ito, "Color Universal Design" (2008)
 BLUE, ORANGE, GREEN, VERMILLION = "#0072B2", "#E69F00", "#009E73", "#D55E00"
@@ -554,6 +554,40 @@ def block_size_costs(sizes, waste, table, step_sizes, ratio, title: str):
     return fig
 
 
+# -- chapter 13: what shrinking the cache costs ---------------------------------------------
+def cost_curves(curves: dict, original: tuple, title: str, xlabel: str, ylabel: str,
+                offsets: dict | None = None):
+    """Quality lost against cache bytes per token, both axes log scale. Every way of shrinking
+    is a curve through its points (or one point), named next to its last point in its own
+    colour, with its own marker and line style (no legend to look up); the original model is a
+    black star. x ticks at 1,000 x powers of two.
+
+    curves: {name: (bytes per token, values)}; original: (bytes per token, value, name);
+    offsets: {name: (dx, dy) in points} to move a name off a crowded spot (dx < 0: to the
+    left of the point)."""
+    fig, (ax,) = figure(width=7.6, height=5.4)
+    for i, (name, (xs, ys)) in enumerate(curves.items()):
+        style = series_style(i)
+        ax.plot(xs, ys, **style, markersize=7)
+        dx, dy = (offsets or {}).get(name, (7, 0))
+        ax.annotate(name, (xs[-1], ys[-1]), xytext=(dx, dy), textcoords="offset points",
+                    color=style["color"], fontsize=8.5, va="center",
+                    ha="left" if dx >= 0 else "right")
+    x0, y0, name = original
+    ax.plot([x0], [y0], marker="*", color=BLACK, markersize=16, linestyle="none", zorder=5)
+    ax.annotate(name, (x0, y0), xytext=(-10, 0), textcoords="offset points", fontsize=8.5,
+                ha="right", va="center")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xs = [x for xs, _ in curves.values() for x in xs] + [x0]
+    ticks = [1000 * 2 ** k for k in range(-4, 12) if min(xs) / 1.5 <= 1000 * 2 ** k
+             <= max(xs) * 1.5]
+    ax.set_xticks(ticks, [f"{t:,.0f}" for t in ticks])
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    label_axes(ax, title, xlabel, ylabel, legend=False)
+    return fig
+
+
 __all__ = ["BLUE", "ORANGE", "GREEN", "VERMILLION", "SKY", "PURPLE", "YELLOW", "BLACK", "GREY",
            "COLORS", "LINESTYLES", "MARKERS", "series_style", "label_axes", "show", "figure",
            "attention_heatmaps", "flops_per_step", "generation_times", "kv_change_map",
@@ -561,4 +595,4 @@ __all__ = ["BLUE", "ORANGE", "GREEN", "VERMILLION", "SKY", "PURPLE", "YELLOW", "
            "prefill_decode_times", "batch_throughput", "throughput_bounds", "memory_plans",
            "variant_steps", "cache_growth", "window_logit_gap", "cache_errors", "share_curves",
            "share_panels", "relative_speed_check", "measured_roofline", "generating_over_time",
-           "load_sweep", "latency_percentiles", "block_size_costs"]
+           "load_sweep", "latency_percentiles", "block_size_costs", "cost_curves"]

@@ -141,6 +141,10 @@ def check_policy(policy, config, batch) -> CachePolicy:
     if any(spec.kind != "full" for spec in config.layers):
         raise ValueError("a cache policy needs full-attention layers only; this config has "
                          f"{sorted(set(config.layer_kinds))}")
+    if config.kv_sharing > 1:
+        raise ValueError(f"a cache policy chooses tokens per layer from the attention that layer "
+                         f"gave; with kv_sharing={config.kv_sharing} layers read other layers' "
+                         "caches: give a config with kv_sharing=1")
     return policy
 
 

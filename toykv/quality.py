@@ -1,8 +1,12 @@
-"""What a cache policy costs in quality: next-token loss and perplexity on a text (chapter 12).
+"""What a smaller cache costs in quality: next-token loss and perplexity on a text (chapter 12),
+and how far a changed model's next-token distributions are from the original's (chapter 13).
 
 The same code for every policy: the text goes through one cache with the policy, `chunk`
 tokens per step, and each position's logits give the loss of the token that follows it.
 A cache that keeps everything gives what one uncached pass gives (the chapter asserts it).
+compare() puts three numbers on a change: the perplexity, the share of positions whose most
+likely next token is still the original's (top-1 agreement), and the mean KL divergence of the
+next-token distributions from the original's.
 """
 from __future__ import annotations
 
@@ -79,6 +83,55 @@ def next_token_losses(model, token_ids, policy=None, chunk: int = 64, cache=None
     return np.concatenate(losses)
 
 
+def text_logits(model, token_ids, cache=None, chunk: int = 64) -> np.ndarray:
+    """Logits [N, |V|] of every position of a text of N tokens: one pass without a cache, or
+    through `cache` (empty, of one sequence: any kv_dtype, policy or kind), `chunk` tokens per
+    step."""
+    model = check_model(model)
+    ids = _check_text(model, token_ids)
+    if cache is None:
+        return model(ids)
+    chunk = validate.count("chunk", chunk, 1)
+    model.check_cache(cache, None)
+    if len(cache):
+        raise ValueError(f"cache must be empty, it holds {len(cache)} tokens")
+    cache.check_room(len(ids))          # room for the whole text (max_seq_len, blocks)
+    return np.concatenate([model(ids[start:start + chunk], cache)       # [T, |V|] each
+                           for start in range(0, len(ids), chunk)])
+
+
+def log_probs(logits) -> np.ndarray:
+    """log softmax(logits) per row, float64 [T, |V|]: the reference compare() takes."""
+    z = np.asarray(logits, dtype=np.float64)
+    if z.ndim != 2 or not z.size or not np.isfinite(z).all():
+        raise ValueError(f"logits must be a finite 2-D array [T, |V|], got shape {z.shape}")
+    z = z - z.max(axis=-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+
+
+def compare(reference, logits, token_ids, rows: int = 32) -> dict:
+    """How far a changed model's logits [N, |V|] are from the original's on a text of N tokens
+    (reference: the original's log_probs): 'perplexity' of the text's next tokens (positions
+    0..N-2), 'top1' (share of the N positions whose most likely token is the original's) and
+    'kl' (mean KL(original || changed) over the N positions, in nats). Row blocks of `rows`
+    keep the float64 work small."""
+    ref = np.asarray(reference)
+    ids = np.asarray(token_ids)
+    if ref.ndim != 2 or np.shape(logits) != ref.shape or ids.shape != ref.shape[:1]:
+        raise ValueError(f"reference and logits must be [N, |V|] and token_ids [N] of the same "
+                         f"N; got {ref.shape}, {np.shape(logits)}, {ids.shape}")
+    rows = validate.count("rows", rows, 1)
+    losses, same, kl = [], [], []
+    for start in range(0, len(ref), rows):
+        mine, theirs = log_probs(logits[start:start + rows]), ref[start:start + rows]
+        targets = ids[start + 1:start + rows + 1]
+        losses.append(-mine[np.arange(len(targets)), targets])
+        same.append(mine.argmax(axis=-1) == theirs.argmax(axis=-1))
+        kl.append(np.einsum("tv,tv->t", np.exp(theirs), theirs - mine))
+    return {"perplexity": perplexity(np.concatenate(losses)),
+            "top1": float(np.concatenate(same).mean()), "kl": float(np.concatenate(kl).mean())}
+
+
 def sample_text() -> str:
     """The prose of the course's chapters 1 and 2 (their markdown cells, joined by blank lines),
     bundled with toykv so chapter 12 reads the same text in Colab, with no repository beside it."""
@@ -117,4 +170,5 @@ def attention_share(cache, first: int = 4) -> np.ndarray:
                      for layer in cache.layers])
 
 
-__all__ = ["token_losses", "next_token_losses", "perplexity", "attention_share", "sample_text"]
+__all__ = ["token_losses", "next_token_losses", "text_logits", "log_probs", "compare",
+           "perplexity", "attention_share", "sample_text"]

@@ -19,7 +19,6 @@ import numpy as np
 from . import validate
 from .config import check_config
 from .flops import attention_flops
-from .layers import ATTENTION
 
 MiB = 2**20
 REPORTED = ("the total nvidia-smi prints, references.bib: thundergolfer2025gpumemory and "
@@ -202,15 +201,17 @@ def attention_intensity(config, n_new: int, n_cached: int = 0, bytes_per_value=2
     its queries and the keys and values it attends to are read once and its outputs written
     once, b = bytes_per_value each. About G = H / H_kv in decode (n_new=1: each key serves G
     query heads, so MHA does 1 in bf16); S G / (G + 1) in a prefill of S tokens (S / 2 for MHA),
-    counting every score as toykv.flops does. MHA, GQA and MQA layers only."""
+    counting every score as toykv.flops does. MHA, GQA and MQA layers that cache their own K
+    and V only."""
     config = check_config(config)
     n_new = validate.count("n_new", n_new, 1)
     n_cached = validate.count("n_cached", n_cached, 0)
     size = validate.number("bytes_per_value", bytes_per_value)
-    if any(ATTENTION[spec.attention].latent or spec.kind == "linear"
-           for spec, _ in config.layer_groups):
+    if any(set(spec.entry_shapes) != {"k", "v"} for spec, _ in config.layer_groups):
         raise ValueError("attention_intensity counts MHA, GQA and MQA layers only, got "
-                         f"attention={config.attention!r}, layers {sorted(config.layer_kinds)}")
+                         f"attention={config.attention!r}, layers {sorted(config.layer_kinds)}"
+                         + (f", kv_sharing={config.kv_sharing}" if config.kv_sharing > 1
+                            else ""))
     values = 0
     for spec, n in config.layer_groups:
         keys = spec.mask_sizes(n_new, n_cached)[0]

@@ -50,7 +50,7 @@ from .model import check_model
 from .paged import BlockManager, BlockPool
 from .roofline import Hardware
 from .runcheck import check_run
-from .sizing import kv_cache_bytes, weight_bytes_read
+from .sizing import kv_cache_bytes, read_config, weight_bytes_read
 
 BATCHING = ("continuous", "static")
 MAX_REQUESTS = 100_000          # a simulated mix has at most this many requests
@@ -178,7 +178,8 @@ def _decode_cost(config: ModelConfig, ctx: int, bytes_per_value) -> tuple[int, i
     """(FLOPs, cache bytes read) of one sequence's decode step at ctx tokens (the new one
     included): toykv.flops and toykv.sizing, remembered (a run asks for the same few thousand
     contexts again and again)."""
-    return forward_flops(config, 1, ctx - 1), kv_cache_bytes(config, ctx, 1, bytes_per_value)
+    read = read_config(config)                  # each layer reads the cache it attends to
+    return forward_flops(config, 1, ctx - 1), kv_cache_bytes(read, ctx, 1, bytes_per_value)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -188,7 +189,7 @@ def _prefill_cost(config: ModelConfig, new: int, cached: int, bytes_per_value
     on its last token only; the cache of new + cached tokens written and read."""
     head = 2 * config.d_model * config.vocab_size
     return (forward_flops(config, new, cached) - head * (new - 1),
-            kv_cache_bytes(config, new + cached, 1, bytes_per_value))
+            kv_cache_bytes(read_config(config), new + cached, 1, bytes_per_value))
 
 
 # -- a request as the scheduler sees it ------------------------------------------------------

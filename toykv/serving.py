@@ -21,7 +21,7 @@ from .flops import cached_step_flops, forward_flops, layer_flops
 from .layers import check_absorb
 from .model import check_model
 from .roofline import Hardware
-from .sizing import kv_cache_bytes, weight_bytes_read
+from .sizing import kv_cache_bytes, read_config, weight_bytes_read
 from .steptime import prefill_time_curve, step_time_curve
 
 MAX_REQUESTS = 10_000_000             # request_lengths draws at most this many (80 MB of int64)
@@ -40,7 +40,8 @@ def decode_step_split(config: ModelConfig, context: int, batch: int = 1,
     weight, and the weights read once for the batch (sizing.weight_bytes_read: the course's one
     rule, an untied input embedding read as one looked-up row per sequence).
     cache: scoring and averaging the context keys of every sequence (the rest of
-    flops.cached_step_flops), and every sequence's cache read once (sizing.kv_cache_bytes).
+    flops.cached_step_flops), and every sequence's cache read once by each layer that attends
+    to it (sizing.kv_cache_bytes of sizing.read_config: a shared cache once per sharing layer).
     MLA counts in its absorbed form (absorb=True); its expanded form also moves rebuilt keys
     (see sizing.decode_step_bytes, absorb=False).
     """
@@ -55,7 +56,8 @@ def decode_step_split(config: ModelConfig, context: int, batch: int = 1,
     weight_flops = batch * (one + 2 * config.d_model * config.vocab_size)      # + output head
     cache_flops = cached_step_flops(config, context, absorb, batch) - weight_flops
     weights = _part(weight_flops, weight_bytes_read(config, bytes_per_param, batch))
-    cache = _part(cache_flops, kv_cache_bytes(config, context, batch, bytes_per_value))
+    cache = _part(cache_flops, kv_cache_bytes(read_config(config), context, batch,
+                                              bytes_per_value))        # as every layer reads it
     total = _part(weights["flops"] + cache["flops"], weights["bytes"] + cache["bytes"])
     return {"weights": weights, "cache": cache, "total": total}
 

@@ -10,11 +10,13 @@ of each kind's layers, one in s stores K and V and the next s - 1 reuse them. Sh
 bytes a cache holds, not the bytes a decode step reads from it: every layer attends over the
 cache it uses after the layer before it has finished, so a shared cache is read once by each
 layer that uses it (austin2025scaling, the inference chapter). decode_step_bytes tells the two
-apart ('kv' read, 'kv_stored' held); sequences_that_fit counts what is held.
+apart ('kv' read, 'kv_stored' held); sequences_that_fit counts what is held. A config built
+with kv_sharing = s (one the model runs) describes those layers itself; its count is the same.
 """
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
@@ -40,11 +42,21 @@ def kv_layer_groups(config: ModelConfig, kv_sharing=1) -> list[tuple]:
     """(spec, layers that store their own cache) per distinct layer of config. With
     kv_sharing = s, a kind's layers in order are taken s at a time: the first stores K and V,
     the other s - 1 attend to them (CLA, brandon2024cla), so ceil(n / s) of n layers store.
-    Linear-attention layers keep their own state. s = 1: every layer stores (no sharing)."""
+    Linear-attention layers keep their own state. s = 1: every layer stores (no sharing).
+    A config that shares already (config.kv_sharing > 1) has layers that store nothing."""
     check_config(config)
     s = validate.count("kv_sharing", kv_sharing, 1, config.n_layers)
+    if s > 1 and config.kv_sharing > 1:
+        raise ValueError(f"kv_sharing={s} on a config that already shares (its kv_sharing is "
+                         f"{config.kv_sharing}): give kv_sharing=1, the config counts it")
     return [(spec, n if spec.kind == "linear" else math.ceil(n / s))
             for spec, n in config.layer_groups]
+
+
+def read_config(config: ModelConfig) -> ModelConfig:
+    """The config whose cache a decode step reads: every layer reads the cache it attends to,
+    so a config that shares (config.kv_sharing > 1) reads what its unshared twin holds."""
+    return config if config.kv_sharing == 1 else replace(config, kv_sharing=1)
 
 
 def kv_projection_params(config: ModelConfig, kv_sharing=1) -> int:
@@ -52,7 +64,7 @@ def kv_projection_params(config: ModelConfig, kv_sharing=1) -> int:
     down-projection and norm) of every layer that reuses another layer's cache."""
     stores = dict(kv_layer_groups(config, kv_sharing))
     return sum((n - stores[spec]) * math.prod(spec.weight_shapes[name])
-               for spec, n in config.layer_groups if spec.kind != "linear"
+               for spec, n in config.layer_groups if spec.kind != "linear" and not spec.shares_kv
                for name in ATTENTION[spec.attention].projections)
 
 
@@ -174,14 +186,16 @@ def decode_step_bytes(model, tokens, batch=1, bytes_per_value=2, bytes_per_param
     active parameter, an untied input embedding whole: the convention of source_essay_kv_share.
     kv_sharing = s > 1: cross-layer KV sharing. Fewer layers store a cache ('kv_stored') and the
     reusing layers have no K/V projections, but every layer still reads the cache it attends
-    to, so 'kv' is the unshared cache's bytes.
+    to, so 'kv' is the unshared cache's bytes. A config that shares (config.kv_sharing = s,
+    one toykv's model runs) counts the same: 'kv_stored' is then its cache.nbytes.
     scale_bytes: per token, layer and K/V head (an int8 cache's float32 scale: 4).
     toykv's own float32 model: bytes_per_value=4, bytes_per_param=4.
     """
     config, _ = model_parts(model)
     validate.flag("expanded", expanded)
     w = _step_weights(model, bytes_per_param, batch, weights, kv_sharing)
-    kv = kv_cache_bytes(config, tokens, batch, bytes_per_value, scale_bytes)     # every layer
+    kv = kv_cache_bytes(read_config(config), tokens, batch, bytes_per_value,
+                        scale_bytes)                                              # every layer
     stored = kv_cache_bytes(config, tokens, batch, bytes_per_value, scale_bytes, kv_sharing)
     rebuilt = 0 if not expanded else sum(n * spec.rebuilt_values(False) * spec.held(tokens)
                                          for spec, n in config.layer_groups)   # MLA only
@@ -206,7 +220,7 @@ def kv_share(model, tokens, batch=1, bytes_per_value=2, bytes_per_param=2,
     w = _step_weights(model, bytes_per_param, batch, weights, kv_sharing)
 
     def share(n):
-        kv = kv_cache_bytes(config, n, batch, bytes_per_value)          # read by every layer
+        kv = kv_cache_bytes(read_config(config), n, batch, bytes_per_value)   # every layer
         return kv / (kv + w) if kv + w else 0.0
 
     if isinstance(tokens, (np.ndarray, list, tuple)):      # many contexts: as many shares
@@ -249,7 +263,7 @@ def max_tokens_per_second(bandwidth_bytes_per_s, bytes_per_step) -> float:
     return float(bandwidth / step)
 
 
-__all__ = ["kv_layer_groups", "kv_projection_params", "kv_values_per_token",
+__all__ = ["kv_layer_groups", "read_config", "kv_projection_params", "kv_values_per_token",
            "kv_bytes_per_token", "kv_cache_bytes", "param_count", "weight_bytes", "model_parts",
            "weight_bytes_read", "decode_step_bytes", "kv_share",
            "relative_decode_speed", "max_tokens_per_second", "sequences_that_fit"]

@@ -15,7 +15,8 @@ from .config import ATTENTION_KINDS, ModelConfig, check_config, long_context_toy
 from .flops import cached_step_flops
 from .layers import ATTENTION, KV_DTYPE_BYTES, check_absorb, check_kv_dtype
 
-VARIANTS = ATTENTION_KINDS            # 'mha', 'gqa', 'mqa', 'mla': toykv.config's one list
+# chapter 7's four, 'mha', 'gqa', 'mqa', 'mla' ('lowrank' is a conversion's, toykv.convert)
+VARIANTS = tuple(name for name, kind in ATTENTION.items() if kind.variant)
 WEIGHT_BYTES = 4                      # toykv's weights are float32
 # the variants of chapters 7 and 8: GQA with G = 4, MLA with DeepSeek-V2's ratios to head_dim
 # (kv_lora_rank = 4 d_h, rope_head_dim = d_h / 2)
@@ -25,12 +26,13 @@ TOY_VARIANT_SHAPES = {"gqa_kv_heads": 3, "kv_lora_rank": 256, "rope_head_dim": 3
 def with_attention(config: ModelConfig, variant: str, n_kv_heads: int | None = None,
                    kv_lora_rank: int | None = None, rope_head_dim: int | None = None
                    ) -> ModelConfig:
-    """config with its attention swapped for `variant` ('mha', 'gqa', 'mqa' or 'mla'), all
-    else kept (d_model, layers, query heads, head_dim, MLP, window): the one way toykv swaps
-    the attention. GQA needs n_kv_heads (1 < n_kv_heads < n_heads, dividing it), MLA
-    kv_lora_rank and rope_head_dim; ValueError if the variant does not fit the heads."""
+    """config with its attention swapped for `variant` ('mha', 'gqa', 'mqa', 'mla' or
+    'lowrank'), all else kept (d_model, layers, query heads, head_dim, MLP, window): the one way
+    toykv swaps the attention. GQA needs n_kv_heads (1 < n_kv_heads < n_heads, dividing it),
+    MLA kv_lora_rank and rope_head_dim, 'lowrank' kv_lora_rank (it keeps the config's KV
+    heads); ValueError if the variant does not fit the heads."""
     check_config(config)
-    validate.choice("variant", variant, VARIANTS)
+    validate.choice("variant", variant, ATTENTION_KINDS)
     kind, H = ATTENTION[variant], config.n_heads
     plain = replace(config, attention=None, n_kv_heads=None, kv_lora_rank=None,
                     rope_head_dim=None)
@@ -48,7 +50,8 @@ def with_attention(config: ModelConfig, variant: str, n_kv_heads: int | None = N
             raise ValueError(f"gqa_kv_heads must divide n_heads ({H}), got {n_kv_heads}")
     else:
         n_kv_heads = kind.kv_heads(config)
-    return replace(plain, n_kv_heads=n_kv_heads, **fields)
+    named = {"attention": variant} if fields else {}  # MHA, GQA, MQA: named by their heads
+    return replace(plain, n_kv_heads=n_kv_heads, **named, **fields)
 
 
 def attention_variants(config: ModelConfig, gqa_kv_heads: int, kv_lora_rank: int,

@@ -18,6 +18,7 @@ from .ch9 import ch9_ex1, ch9_ex2, ch9_ex3, ch9_ex4, ch9_ex5, ch9_ex6
 from .ch10 import ch10_ex1, ch10_ex2, ch10_ex3, ch10_ex4, ch10_ex5
 from .ch11 import ch11_ex1, ch11_ex2, ch11_ex3, ch11_ex4, ch11_ex5
 from .ch12 import ch12_ex1, ch12_ex2, ch12_ex3, ch12_ex4
+from .ch13 import ch13_ex1, ch13_ex2
 
 __all__ = ["Verdict", "answer_check", "NOT_ANSWERED",
            "ch1_ex1", "ch1_ex2", "ch1_ex3", "ch1_ex4",
@@ -31,4 +32,5 @@ __all__ = ["Verdict", "answer_check", "NOT_ANSWERED",
            "ch9_ex1", "ch9_ex2", "ch9_ex3", "ch9_ex4", "ch9_ex5", "ch9_ex6",
            "ch10_ex1", "ch10_ex2", "ch10_ex3", "ch10_ex4", "ch10_ex5",
            "ch11_ex1", "ch11_ex2", "ch11_ex3", "ch11_ex4", "ch11_ex5",
-           "ch12_ex1", "ch12_ex2", "ch12_ex3", "ch12_ex4"]
+           "ch12_ex1", "ch12_ex2", "ch12_ex3", "ch12_ex4",
+           "ch13_ex1", "ch13_ex2"]

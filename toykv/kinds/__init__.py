@@ -10,7 +10,9 @@ ever calls the cache.
   'full', which keeps all and counts the attention);
 - quantized.QuantizedLayer: keys and values in a few bits (a kvquant.QuantScheme);
 - paged.PagedLayer: the blocks of a pool shared by many sequences (model.new_paged_cache),
-  supplied by the pool rather than built from KINDS.
+  supplied by the pool rather than built from KINDS;
+- shared.SharedLayer: a layer that reuses an earlier layer's keys and values (kv_sharing),
+  beside whichever kind its source is (KVCache and a pool make one for each such layer).
 
 A new kind is a class in its own file with CacheLayer's methods, and one line in KINDS.
 """
@@ -18,6 +20,7 @@ from .base import CacheLayer, Codec, Seen, head_major
 from .full import FullLayer
 from .h2o import HeavyHitterLayer
 from .quantized import QuantizedLayer
+from .shared import SharedLayer
 from .sinks import SinksLayer
 from .sliding import SlidingLayer
 
@@ -30,4 +33,4 @@ KINDS = {
 }
 
 __all__ = ["KINDS", "CacheLayer", "Seen", "Codec", "head_major", "FullLayer", "SlidingLayer",
-           "SinksLayer", "HeavyHitterLayer", "QuantizedLayer"]
+           "SinksLayer", "HeavyHitterLayer", "QuantizedLayer", "SharedLayer"]

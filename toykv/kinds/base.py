@@ -88,6 +88,9 @@ class CacheLayer(Mapping):
     """
 
     spec = None                                     # the layer's toykv.layers.LayerSpec
+    # what the step in progress attends over, as append returned it (KVCache keeps it until the
+    # step is committed or discarded): a layer that shares this one's cache reads it
+    seen = None
     # a step of T tokens gives exactly what T steps of one token give (speculative
     # verification needs it: its step must be greedy's steps)
     steps_split = True

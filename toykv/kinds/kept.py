@@ -99,9 +99,10 @@ class KeptLayer(FullLayer):
         positions = np.concatenate([self.positions, np.arange(start, start + T)])
         if self.policy.positions == "renumbered" and n:
             place = np.arange(n) + start - n                   # just before the new tokens
-            key = "k" if "k" in out else "k_rope"
-            out[key] = out[key].copy()
-            out[key][:, :n] = rotate(out[key][:, :n], place - self.positions, self.theta)
+            key = self.spec.rotated             # None: keys are turned after reading (lowrank)
+            if key is not None:
+                out[key] = out[key].copy()
+                out[key][:, :n] = rotate(out[key][:, :n], place - self.positions, self.theta)
             positions[:n] = place
         queries = np.arange(start, start + T)
         allowed = self.spec.allowed(queries, positions)

@@ -48,6 +48,7 @@ import numpy as np
 from .. import validate
 from ..layers import KV_DTYPE_BYTES, check_kv_dtype
 from .base import CacheLayer, Codec, Seen
+from .shared import shared_layers
 
 MAX_BLOCKS = 10_000_000     # a BlockManager keeps a few Python lists of this length, at most
 
@@ -346,9 +347,9 @@ class BlockPool:
                              "(config.sliding_window) are not supported; use model.new_cache()")
         self.kv_dtype = check_kv_dtype(kv_dtype)
         value, scale = KV_DTYPE_BYTES[self.kv_dtype]
-        spec = config.layers[0]
-        per_token = spec.values_per_token * value + spec.scales_per_token * scale
-        self.block_nbytes = config.n_layers * block_size * per_token
+        per_token = sum(spec.values_per_token * value + spec.scales_per_token * scale
+                        for spec in config.layers)       # 0 for a layer that reuses (kv_sharing)
+        self.block_nbytes = block_size * per_token
         validate.fits_in_memory(f"a block pool of {num_blocks:,} blocks of {block_size} tokens",
                                 num_blocks * self.block_nbytes,
                                 "give fewer blocks (num_blocks) or smaller ones")
@@ -397,10 +398,12 @@ class BlockPool:
             seq.length = seq.cached_tokens = seq.layers[0].table.attach(prompt)
         return seq
 
-    def new_layers(self) -> list[PagedLayer]:
-        """One sequence's layers: a new BlockTable, one PagedLayer per model layer."""
+    def new_layers(self) -> list:
+        """One sequence's layers: a new BlockTable, one PagedLayer per model layer (a
+        SharedLayer of its source for a layer that reuses another's keys and values)."""
         table = BlockTable(self)
-        return [PagedLayer(table, i) for i in range(self.config.n_layers)]
+        return shared_layers(self.config, [None if spec.shares_kv else PagedLayer(table, i)
+                                           for i, spec in enumerate(self.config.layers)])
 
     def settle(self):
         """Register the kept full blocks of every live sequence (before a prefix lookup)."""
@@ -619,7 +622,9 @@ class PagedLayer(CacheLayer):
     def nbytes(self, length: int) -> int:
         """Bytes of the blocks the sequence holds, this layer's share."""
         pool = self.table.pool
-        return len(self.table.block_table) * pool.block_nbytes // pool.config.n_layers
+        per_slot = sum(a.nbytes for a in self.arrays.values()) // (pool.num_blocks *
+                                                                    pool.block_size)
+        return len(self.table.block_table) * pool.block_size * per_slot
 
     @property
     def allocated_nbytes(self) -> int:

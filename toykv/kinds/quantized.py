@@ -98,10 +98,11 @@ class QuantScheme:
         return n_kv_heads * (codes + scales + residual)
 
     def nbytes(self, config, tokens: int) -> int:
-        """Exact bytes of one sequence's cache at `tokens` (layer_nbytes, every layer).
-        Full-attention K/V layers only."""
+        """Exact bytes of one sequence's cache at `tokens` (layer_nbytes, every layer that
+        stores: with kv_sharing the others hold nothing). Full-attention K/V layers only."""
         check_layers(check_config(config))
-        return config.n_layers * self.layer_nbytes(config.n_kv_heads, config.head_dim, tokens)
+        stores = sum(not spec.shares_kv for spec in config.layers)
+        return stores * self.layer_nbytes(config.n_kv_heads, config.head_dim, tokens)
 
 
 def check_bits(bits) -> int:
@@ -113,9 +114,11 @@ def check_bits(bits) -> int:
 
 
 def check_layers(config):
-    """Quantized schemes are defined for full-attention layers caching K and V per KV head."""
+    """Quantized schemes are defined for full-attention layers caching K and V per KV head (or
+    reusing such a layer's, kv_sharing)."""
     specs = config.layers
-    if any(s.kind != "full" or set(s.entry_shapes) != {"k", "v"} for s in specs):
+    if any(s.kind != "full" or set(s.entry_shapes) != {"k", "v"} and not s.shares_kv
+           for s in specs):
         raise ValueError("a quantized scheme needs full-attention layers caching k and v "
                          f"(MHA, GQA, MQA), got attention={config.attention!r} with layer "
                          f"kinds {sorted({s.kind for s in specs})}")
