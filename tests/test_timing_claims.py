@@ -111,6 +111,15 @@ ALLOWED = {
             "once per pass (6): asserted > 3 in the cell"),
         "quote['stats']['tokens_per_step'] <= quote['formula'] + 1e-09": (
             COUNTED, "tokens per step against the formula"),
+        "quote['stats']['acceptance_rate'] == 1": (
+            COUNTED, "proposals kept over proposals made, counted"),
+        "all((len(s.proposed) == K_LOOKUP for s in verify_steps[:-1]))": (
+            COUNTED, "tokens proposed per verify step, counted"),
+        "len(verify_steps[-1].proposed) < K_LOOKUP": (
+            COUNTED, "tokens proposed in the last verify step, counted"),
+        "busy[128][1] > 3 * busy[128][512] and busy[2048][1024] > 3": (
+            COUNTED, "the formula's speed-ups on roofline bounds from toykv's counted FLOPs "
+            "and bytes and an A100's datasheet figures: no measurement"),
         "[t for s in steps for t in s.tokens] == story['tokens']": (
             COUNTED, "token ids"),
         "all((s.rolled_back_bytes == s.rolled_back * per_token for s in story['steps']))": (

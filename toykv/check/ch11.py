@@ -148,7 +148,7 @@ def ch11_ex2(answer):
                            f"{least}: each pass keeps all k proposals and adds the model's "
                            "own token.")
     return _say(True, f"Right. Greedy decoding's tokens with every proposer, and {right} "
-                      f"passes instead of {EX2_NEW} when the proposals are right.")
+                      f"passes\ninstead of {EX2_NEW} when the proposals are right.")
 
 
 def ch11_ex3(answer):
