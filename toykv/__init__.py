@@ -9,8 +9,8 @@ chapters use, and the public API the course's design names.
 """
 import importlib
 
-from . import (check, config, convert, flops, kvquant, layers, longctx, model, ops, paged,
-               policies, prefix, quality, roofline, scheduler, serving, sizing, speculative,
+from . import (check, config, convert, flops, kinds, kvquant, layers, longctx, model, ops,
+               paged, policies, prefix, quality, roofline, scheduler, serving, sizing, speculative,
                steptime, timing, variants, zoo)
 from .cache import KVCache
 from .config import ModelConfig, source_toy
@@ -35,8 +35,8 @@ __all__ = [
     "kv_bytes_per_token", "kv_cache_bytes", "param_count", "kv_share", "relative_decode_speed",
     "max_tokens_per_second", "sequences_that_fit",
     "Hardware", "hardware", "measure_bandwidth", "measure_matmul_peak",
-    "CachePolicy", "policies", "quality",
-    "check", "config", "convert", "flops", "kvquant", "longctx", "model", "ops", "paged", "plots",
+    "CachePolicy", "quality",
+    "check", "config", "convert", "flops", "kinds", "kvquant", "longctx", "model", "ops", "paged", "plots",
     "prefix", "roofline", "scheduler", "serving", "sizing", "speculative", "steptime", "timing",
     "variants", "widgets", "zoo",
 ]
