@@ -12,7 +12,7 @@ from ..kinds.paged import BlockManager
 from ..scheduler import RUNNING, Request, Scheduler, Sequence, SimRunner
 from ..sizing import kv_bytes_per_token
 from ..zoo import get
-from ._core import _say, answer_check, describe, plain
+from ._core import answer_check, describe, not_a_function, plain, _say
 
 GIB = 2 ** 30
 BLOCK = 16                                   # vLLM's default block size (tokens)
@@ -57,11 +57,9 @@ MISTAKES = {
 def ch10_ex2(answer):
     """answer: your blocks_needed(length, T, block_size, held, last_shared) function, checked
     on a grid of lengths, step sizes, block sizes and shared or private last blocks."""
-    if answer is None or answer is Ellipsis:
-        return answer_check(answer, "right")
-    if not callable(answer):
-        return _say(False, "Not right yet: answer should be your blocks_needed function itself "
-                           f"(answer = blocks_needed), got {describe(plain(answer))}.")
+    refused = not_a_function(answer, "blocks_needed")
+    if refused is not None:
+        return refused
 
     def agrees(rule) -> bool:
         for length, T, bs, shared in CASES:
@@ -213,11 +211,9 @@ EX5_MISTAKES = {"waiting first": _waiting_first, "whole prompts": _whole_prompts
 def ch10_ex5(answer):
     """answer: your plan_step(running, waiting, budget, max_seqs) function; it is run on many
     states and compared with toykv's Scheduler under max_num_batched_tokens=budget."""
-    if answer is None or answer is Ellipsis:
-        return answer_check(answer, "right")
-    if not callable(answer):
-        return _say(False, "Not right yet: answer should be your plan_step function itself "
-                           f"(answer = plan_step), got {describe(plain(answer))}.")
+    refused = not_a_function(answer, "plan_step")
+    if refused is not None:
+        return refused
     got = []
     for running, waiting, budget, max_seqs in _ex5_cases():
         try:

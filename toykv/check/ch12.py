@@ -11,7 +11,7 @@ import numpy as np
 from ..policies import CachePolicy
 from ..sizing import kv_bytes_per_token, kv_share, param_count, weight_bytes_read
 from ..zoo import get
-from ._core import _say, answer_check, describe, plain
+from ._core import answer_check, describe, not_a_function, plain, _say
 
 PCIE4 = 32e9                          # bytes/s, PCIe 4.0 x16, one direction (as the chapter)
 EX1_RECEIVED = (5.0, 0.5, 0.25, 3.0, 0.75, 2.5, 0.5, 4.0, 0.25, 1.0, 0.5, 0.5)
@@ -54,11 +54,9 @@ EX1_MISTAKES = {
 def ch12_ex1(answer):
     """answer: your keep(received, budget, recent) function; it is run on exercise 1's tokens
     and on other cases, and must return the positions H2O keeps, ascending."""
-    if answer is None or answer is Ellipsis:
-        return answer_check(answer, "right")
-    if not callable(answer):
-        return _say(False, "Not right yet: answer should be your keep function itself "
-                           f"(answer = keep), got {describe(plain(answer))}.")
+    refused = not_a_function(answer, "keep")
+    if refused is not None:
+        return refused
     got = []
     for received, budget, recent in _ex1_cases():
         try:
@@ -157,11 +155,9 @@ EX4_MISTAKES = {
 def ch12_ex4(answer):
     """answer: your hidden_tokens(config, link, hbm) function, run on several zoo models and
     both links (bytes per second) against an H100's 3.35 TB/s."""
-    if answer is None or answer is Ellipsis:
-        return answer_check(answer, "right")
-    if not callable(answer):
-        return _say(False, "Not right yet: answer should be your hidden_tokens function itself "
-                           f"(answer = hidden_tokens), got {describe(plain(answer))}.")
+    refused = not_a_function(answer, "hidden_tokens")
+    if refused is not None:
+        return refused
     named = [(name, (get(name).config, link, 3.35e12)) for name in EX4_MODELS
              for link in EX4_LINKS]
     cases, got = [case for _, case in named], []

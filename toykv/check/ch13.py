@@ -14,7 +14,7 @@ from ..config import recap_toy, source_toy
 from ..convert import pool_kv_heads, weights_of
 from ..model import ToyTransformer
 from ..sizing import kv_bytes_per_token
-from ._core import _say, answer_check, describe, plain
+from ._core import answer_check, describe, not_a_function, plain, _say
 
 EX1_SEED = 13
 
@@ -139,11 +139,9 @@ def ch13_ex2(answer):
     """answer: your choose(results, budget) function, which returns the 'method' of the row with
     the lowest KL divergence among those of at most `budget` bytes per token (None if none): the
     lowest point left of the budget on the chapter's plot."""
-    if answer is None or answer is Ellipsis:
-        return answer_check(answer, "right")
-    if not callable(answer):
-        return _say(False, "Not right yet: answer should be your choose function itself "
-                           f"(answer = choose), got {describe(plain(answer))}.")
+    refused = not_a_function(answer, "choose")
+    if refused is not None:
+        return refused
     got = []
     for rows, budget in ex2_tables():
         try:

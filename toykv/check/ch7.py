@@ -13,7 +13,7 @@ from ..flops import cached_step_flops
 from ..model import ToyTransformer, apply_rope
 from ..sizing import kv_bytes_per_token, kv_cache_bytes
 from ..zoo import get
-from ._core import _say, answer_check, describe, plain, whole
+from ._core import answer_check, describe, not_a_function, plain, _say, whole
 
 
 def _ex1_config():
@@ -274,11 +274,9 @@ RING_MISTAKES = {          # typical wrong answers, from the slots in use and th
 def ch7_ex6(answer):
     """answer: your ring_positions(n_seen, window) function (the position each slot of a window
     ring holds after n_seen tokens), compared with toykv's own sliding-window cache."""
-    if answer is None or answer is Ellipsis:
-        return answer_check(answer, "right")
-    if not callable(answer):
-        return _say(False, "Not right yet: answer should be your ring_positions function itself "
-                           f"(answer = ring_positions), got {describe(plain(answer))}.")
+    refused = not_a_function(answer, "ring_positions")
+    if refused is not None:
+        return refused
     try:
         answer(5, 4)
     except Exception as err:                                  # noqa: BLE001 - the student's code

@@ -18,7 +18,7 @@ from ..longctx import step_bytes
 from ..roofline import hardware
 from ..sizing import kv_cache_bytes, max_tokens_per_second, param_count, weight_bytes
 from ..zoo import get
-from ._core import _say, answer_check, describe, plain
+from ._core import answer_check, not_a_function, plain, _say
 
 MODEL = "smollm2-135m"
 
@@ -152,11 +152,9 @@ EX5_MISTAKES = {
 def ch9_ex5(answer):
     """answer: your quantize_keys(k, bits) function, k [tokens, d_h] -> k quantized to `bits`
     per channel and back. The check runs it on keys of its own at 8 and 4 bits against toykv."""
-    if answer is None or answer is Ellipsis:
-        return answer_check(answer, "right")
-    if not callable(answer):
-        return _say(False, "Not right yet: answer should be your quantize_keys function itself "
-                           f"(answer = quantize_keys), got {describe(plain(answer))}.")
+    refused = not_a_function(answer, "quantize_keys")
+    if refused is not None:
+        return refused
     cases = [(_keys(seed), bits) for seed in (0, 1) for bits in (8, 4)]
     try:
         outs = [np.asarray(answer(k.copy(), bits), dtype=np.float64) for k, bits in cases]
@@ -209,11 +207,9 @@ def ch9_ex6(answer):
     """answer: your answer_after(model, prefix_cache, question_ids, n) function, n greedy tokens
     after a prefix held in prefix_cache and the question. Run on a toy model of the check's own,
     twice from one prefix cache, against toykv.generate on the whole prompt."""
-    if answer is None or answer is Ellipsis:
-        return answer_check(answer, "right")
-    if not callable(answer):
-        return _say(False, "Not right yet: answer should be your answer_after function itself "
-                           f"(answer = answer_after), got {describe(plain(answer))}.")
+    refused = not_a_function(answer, "answer_after")
+    if refused is not None:
+        return refused
     model, prefix, questions = _toy_case()
     n = 6
     cache = model.new_cache()
