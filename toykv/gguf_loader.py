@@ -117,6 +117,9 @@ def _bounded_reader(path: Path):
 
         def _build_fields(self, offs, count):        # key (8+), type (4), value (1+) each
             self._claims("metadata entries", count, 13, offs)
+            # the same mapped bytes as a plain array: slicing a np.memmap builds a memmap
+            # object each time, and the vocabulary alone takes ~250,000 slices
+            self.data = self.data.view(np.ndarray)
             return super()._build_fields(offs, count)
 
         def _build_tensor_info(self, offs, count):   # name (8+), dims (4), type, offset (12)
