@@ -85,3 +85,19 @@ def test_target_and_sections():
     assert sorted(SECTIONS, key=int) == [str(n) for n in range(1, 12)]
     with pytest.raises(SystemExit, match="unknown section"):
         main(["6", "12"])                                  # refused before anything runs
+
+
+@pytest.mark.parametrize("name", ["mha", "gqa", "mqa", "mla_absorbed"])
+def test_step_parts_tells_attention_from_the_weights_by_the_keys_length(name):
+    """The products step_parts files under attention are exactly those toykv.flops counts as
+    attention's own (the queries against the held keys and the values averaged), at the step's
+    context; the model's own matmul is back afterwards."""
+    from toykv.bench import step_parts
+    from toykv.flops import attention_flops
+    model = make_model(name, max_seq_len=256)
+    parts = step_parts(model, context=200, steps=2)      # 3 calls: the last holds 202 keys
+    assert parts["attention_flops"] == attention_flops(model.config, 1, 201, model.absorb)
+    assert all(parts[p] > 0 for p in ("step", "weights", "attention"))
+    assert "matmul" not in vars(model.ops)
+    with pytest.raises(ValueError, match="longer than every weight"):
+        step_parts(model, context=64, steps=1)

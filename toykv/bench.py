@@ -13,7 +13,8 @@ Prints the machine and then
    attention view's layer or head, and a size-calculator change, against a 100 ms budget
    (a Step, which updates the attention view too, and the attention menus: one frame),
 6. a decode step of each attention variant at 8K and 16K tokens against its one-thread bound,
-   the variants timed in turns with the bandwidth's own product,
+   the variants timed in turns with the bandwidth's own product, and where each step goes
+   (weight products, attention's products with their GB/s and GFLOP/s, the rest),
 7. decode of SmolLM2-135M's shapes (float32) against its bandwidth bound (chapter 9), with
    the same split of its time as in 1,
 8. batched decode at batch 1, 4 and 16: tokens/s against the bandwidth bound (chapter 6),
@@ -400,6 +401,12 @@ def bench_variants(contexts=VARIANT_CONTEXTS):
                   f"{best[label] * 1e3:6.1f} ms  bound {bound * 1e3:6.1f} ms -> {ratio:.2f}x  "
                   f"{target(ratio, VARIANT_TARGET, higher_is_better=False)}; roofline (FLOPs "
                   f"at peak too) {roof * 1e3:5.1f} ms -> {best[label] / roof:.2f}x")
+        print(f"   where each step goes at {context:,} tokens, timed inside the step (best of "
+              f"{VARIANT_ROUNDS}; weights: every product with a weight matrix):")
+        with blas_threads(1):
+            for label, key, absorb in runs:
+                print_step_parts(label, ToyTransformer(configs[key], absorb=absorb), context,
+                                 bandwidth, peak)
     last = contexts[-1]
     ratio = steps[last]["GQA"] / steps[last]["MHA"]
     print(f"   GQA's step / MHA's at {last:,} tokens: {ratio:.2f} (bytes "
@@ -413,6 +420,58 @@ def bench_variants(contexts=VARIANT_CONTEXTS):
     print(f"   {last:,} tokens, MLA expanded  {moved / 1e6:5.0f} MB  step {seconds * 1e3:6.1f} ms"
           f"  bound {moved / bandwidth * 1e3:6.1f} ms at {bandwidth / 1e9:4.1f} GB/s -> "
           f"{seconds / (moved / bandwidth):.2f}x (median of 3 steps, alone; information)")
+
+
+def step_parts(model, context: int, steps: int = VARIANT_ROUNDS) -> dict:
+    """Where one decode step at `context` goes, timed inside the step: seconds in the weight
+    products, in attention's products over the cache (those with the keys' length among b's
+    last two axes) and in everything else, with the last step's attention FLOPs and cache
+    bytes (counted by toykv). The fastest of `steps` steps (each adds a key), part by part."""
+    if model.config.vocab_size >= context or model.config.d_ff >= context:
+        raise ValueError("step_parts tells attention's products by the keys' length: give a "
+                         "context longer than every weight's side")
+    from .sizing import kv_cache_bytes, read_config
+    from .timing import decode_step
+    run, ops, plain = decode_step(model, context), model.ops, model.ops.matmul
+    spent, flops = {}, {}
+
+    def timed(a, b):                               # the model's own product, clocked
+        t0 = time.perf_counter()
+        out = plain(a, b)
+        part = "attention" if max(b.shape[-2:]) >= context else "weights"
+        spent[part] = spent.get(part, 0.0) + time.perf_counter() - t0
+        flops[part] = flops.get(part, 0) + 2 * out.size * a.shape[-1]
+        return out
+
+    best = {"step": np.inf, "weights": np.inf, "attention": np.inf, "rest": np.inf}
+    ops.matmul = timed
+    try:
+        for _ in range(steps + 1):                 # the first call warms the caches up
+            spent.clear()
+            flops.clear()
+            t0 = time.perf_counter()
+            run()
+            step = time.perf_counter() - t0
+            parts = {"step": step, **spent, "rest": step - sum(spent.values())}
+            best = {name: min(best[name], parts[name]) for name in best}
+    finally:
+        del ops.matmul                             # the class's method again
+    held = context + steps                         # keys the last step attended over
+    cache = kv_cache_bytes(read_config(model.config), held, bytes_per_value=4)
+    return {**best, "attention_flops": flops["attention"], "cache_bytes": cache}
+
+
+def print_step_parts(label, model, context, bandwidth, peak):
+    """One line of step_parts: each part's time, and attention's products' rates against the
+    measured bandwidth and peak: which part keeps the step from its bound."""
+    p = step_parts(model, context)
+    rate, speed = p["attention_flops"] / p["attention"], p["cache_bytes"] / p["attention"]
+    print(f"     {label:13} weights {p['weights'] * 1e3:5.1f} ms, attention's products "
+          f"{p['attention'] * 1e3:5.1f} ms ({p['cache_bytes'] / 1e6:4.0f} MB of cache at "
+          f"{speed / 1e9:4.1f} GB/s = {speed / bandwidth:.2f} of bandwidth; "
+          f"{p['attention_flops'] / 1e6:4.0f} MFLOP at {rate / 1e9:4.0f} GFLOP/s = "
+          f"{rate / peak:.2f} of peak; {p['attention_flops'] / p['cache_bytes']:.1f} "
+          f"FLOP/byte), the rest {p['rest'] * 1e3:4.1f} ms")
 
 
 def rows_runner(model, context: int, tokens: int = 1, batch: int | None = None):
