@@ -5,7 +5,7 @@ reference counts, block tables, queues, cache contents) and never hangs; the val
 """
 import numpy as np
 import pytest
-from bad_input_helpers import cases, refused, refused_case, same, state, works
+from bad_input_helpers import cases, refused, refused_case, same, works
 from conftest import make_model, token_ids
 
 from toykv import roofline, scheduler as S, zoo

@@ -6,7 +6,6 @@ test_flops.py), from a full recomputation, or from the source texts' published f
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from toykv import flops

@@ -635,7 +635,7 @@ def keyboard_cache_fill(root) -> int:
     p = lengths[0]
     assert said.startswith(f"Prefill of the {p}-token prompt; {p} of "), said
     said = _keys(root, "step", "Enter")
-    assert said.startswith(f"Decode step 1: ") and f"at position {p};" in said, said
+    assert said.startswith("Decode step 1: ") and f"at position {p};" in said, said
     root.page.keyboard.press("Space")
     assert status(root).startswith("Decode step 2: "), status(root)
     _, shown = fill_state(root)

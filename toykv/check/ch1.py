@@ -256,7 +256,7 @@ def _tiled_heads(model):
     """The same GQA model with its query heads reordered so that query head i meets KV head
     i % n_kv_heads instead of i // group: the np.tile mistake, computed by toykv itself."""
     c = model.config
-    H, hd, G = c.n_heads, c.head_dim, c.group_size
+    hd, G = c.head_dim, c.group_size
     order = [kv + c.n_kv_heads * g for kv in range(c.n_kv_heads) for g in range(G)]
     cols = np.concatenate([np.arange(i * hd, (i + 1) * hd) for i in order])
     wrong = ToyTransformer(c, seed=0)

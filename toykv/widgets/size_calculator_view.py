@@ -114,7 +114,7 @@ def numbers_html(r) -> str:
         ("weights (bf16, all parameters)", "what must sit in memory beside the cache",
          f"{t['weight_bytes']}<br><span style='font-size:11px'>{r.total_params / 1e9:,.2f}B "
          f"parameters, {r.active_params / 1e9:,.2f}B active</span>"),
-        (f"sequences that fit beside them on one GPU", "(GPU memory - weights) // one "
+        ("sequences that fit beside them on one GPU", "(GPU memory - weights) // one "
          "sequence's cache", f"<b>{t['sequences_fit']}</b>"),
         ("KV share of a decode step", dict(TERMS)["KV share"], f"<b>{t['kv_share']}</b>"),
         ("relative decode speed (1 - share)", dict(TERMS)["relative decode speed"],

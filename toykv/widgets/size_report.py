@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import os
 from dataclasses import dataclass
 from fractions import Fraction
