@@ -1,13 +1,12 @@
-"""What a step costs, counted: its FLOPs (toykv.flops) and bytes (sizing.decode_step_bytes, the
-one count of a step's bytes), and the time bounds they set on a roofline; measured step times
-are toykv.steptime's.
+"""What a step costs, counted: FLOPs (toykv.flops) and bytes (sizing.decode_step_bytes), and the
+time bounds they set on a roofline. Measured step times are toykv.steptime's.
 
-Every function here is one count, _step: `new` tokens for each of `batch` sequences after
-`cached` ones. Its weights are read once for the whole batch and do 2 FLOPs per weight per
-token, while each sequence's cache is its own, read in full for that sequence's attention; so
-batching raises the weights' arithmetic intensity B-fold and leaves the cache's where it was
-(austin2025scaling, the inference chapter). A decode step is new = 1, a verify step of k
-proposals new = k + 1.
+A decode or verify step is one count, _step: `new` tokens for each of `batch` sequences after
+`cached` ones (a decode step new = 1, a verify step of k proposals new = k + 1). Its weights
+are read once for the whole batch and do 2 FLOPs per weight per token, while each sequence's
+cache is its own, read in full for that sequence's attention; so batching raises the weights'
+arithmetic intensity B-fold and leaves the cache's where it was (austin2025scaling, the
+inference chapter). A prefill writes the cache it stores instead (prefill_cost).
 """
 from __future__ import annotations
 
