@@ -45,6 +45,16 @@ def test_split_by_hand(config, context, batch):
     assert total["intensity"] == total["flops"] / total["bytes"]
 
 
+def test_split_of_a_shared_cache_by_hand():
+    c = source_toy(kv_sharing=2)              # 2 layers: the second reuses the first's cache
+    D, H, hd, L = c.d_model, c.n_heads, c.head_dim, c.n_layers
+    s = decode_step_split(c, 100, 3)
+    reusing = L - L // 2                       # layers without K and V projections
+    assert s["weights"]["flops"] == 3 * 2 * (_matrices(c) - reusing * 2 * D * c.n_kv_heads * hd)
+    assert s["cache"]["flops"] == 3 * 4 * L * H * hd * 100     # every layer attends
+    assert s["cache"]["intensity"] == 1.0                      # MHA, bf16: read by each layer
+
+
 def test_split_matches_the_models_counter():
     model = ToyTransformer(source_toy(n_kv_heads=2))
     cache = model.new_cache(batch=3)

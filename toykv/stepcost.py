@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from . import validate
 from .config import ModelConfig, check_config
-from .flops import forward_flops, layer_flops
+from .flops import forward_flops
 from .layers import KV_DTYPE_BYTES, check_absorb, check_kv_dtype
 from .roofline import Hardware
 from .sizing import decode_step_bytes, kv_cache_bytes, weight_bytes_read
@@ -38,10 +38,9 @@ def _step(config: ModelConfig, new: int, cached: int, batch: int, bytes_per_para
     """
     nbytes = decode_step_bytes(config, cached + new, batch, bytes_per_value, bytes_per_param,
                                scale_bytes, expanded=not absorb)
-    per_token = (sum(layer_flops(config, new, 0, absorb) for _ in range(config.n_layers))
-                 + 2 * new * config.d_model * config.vocab_size)                # + output head
-    weight_flops = batch * per_token
     total_flops = forward_flops(config, new, cached, absorb, batch)
+    layers = sum(n * spec.flops(new, 0, absorb) for spec, n in config.layer_groups)  # no keys
+    weight_flops = batch * (layers + 2 * new * config.d_model * config.vocab_size)   # + head
     return {"weights": _part(weight_flops, nbytes["weights"]),
             "cache": _part(total_flops - weight_flops, nbytes["kv"] + nbytes["expanded"]),
             "total": _part(total_flops, nbytes["total"])}
