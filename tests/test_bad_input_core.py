@@ -125,7 +125,7 @@ def test_a_model_where_a_config_belongs_says_to_pass_its_config(call):
     (lambda: steptime.fill_cache(MODEL, 5), "cache must be a toykv.KVCache"),
     (lambda: steptime.measure_step_seconds(MODEL.new_cache(), MODEL), "model must be"),
     (lambda: forced_logits(MODEL.config, ids(3), 1), "model must be"),
-    (lambda: serving.measure_decode(MODEL.config, 10), "model must be"),
+    (lambda: steptime.measure_decode(MODEL.config, 10), "model must be"),
 ])
 def test_a_cache_or_config_where_a_model_belongs_is_named(call, words):
     with pytest.raises(ValueError, match=words):

@@ -8,7 +8,7 @@ import pytest
 from bad_input_helpers import cases, refused, refused_case, same, state, works
 from conftest import make_model, token_ids
 
-from toykv import CachePolicy, roofline, serving, speculative as spec, steptime
+from toykv import CachePolicy, roofline, serving, speculative as spec, stepcost, steptime
 from toykv.generate import generate
 from toykv.paged import OutOfBlocks
 from toykv.prefix import compare_reuse, suffix_after
@@ -45,26 +45,33 @@ def serving_cases():
         (lambda: serving.request_lengths(10, 5, 20, sigma=-1), "sigma", ()),
         (lambda: serving.request_lengths(10, 5, 20, seed=1.5), "seed", ()),
         (lambda: serving.request_lengths(0, 5, 20), "n", ()),
-        (lambda: serving.decode_step_split(MODEL, 10), "config", ()),
-        (lambda: serving.decode_step_split(CONFIG, 0), "context", ()),
-        (lambda: serving.decode_step_split(CONFIG, 10, batch=1.5), "batch", ()),
-        (lambda: serving.decode_step_split(CONFIG, 10, bytes_per_param="2"),
+    ]
+
+
+def stepcost_cases():
+    return [
+        (lambda: stepcost.decode_step_split(MODEL, 10), "config", ()),
+        (lambda: stepcost.decode_step_split(CONFIG, 0), "context", ()),
+        (lambda: stepcost.decode_step_split(CONFIG, 10, batch=1.5), "batch", ()),
+        (lambda: stepcost.decode_step_split(CONFIG, 10, bytes_per_param="2"),
          "bytes_per_param", ()),
-        (lambda: serving.decode_step_split(CONFIG, 10, bytes_per_value=float("nan")),
+        (lambda: stepcost.decode_step_split(CONFIG, 10, bytes_per_value=float("nan")),
          "bytes_per_value", ()),
-        (lambda: serving.decode_step_split(CONFIG, 10, absorb="yes"), "absorb", ()),
-        (lambda: serving.decode_step_seconds(CONFIG, "h100-sxm", 10), "hw", ()),
-        (lambda: serving.measure_decode(CONFIG, 10), "model", ()),
-        (lambda: serving.measure_decode(MODEL, 1), "context", ()),
-        (lambda: serving.measure_decode(MODEL, 10, threads=0), "threads", ()),
-        (lambda: serving.measure_decode(MODEL, 10, threads=1.5), "threads", ()),
-        (lambda: serving.measure_decode(MODEL, 10, steps=10**9), "steps", ()),
-        (lambda: serving.measure_decode(MODEL, 10**6), "max_seq_len", ()),
-        (lambda: serving.measure_decode(MODEL, 10, batch=0), "batch", ()),
-        (lambda: serving.measure_prefill(MODEL, 0), "prompt_len", ()),
-        (lambda: serving.measure_prefill(MODEL, 10**6), "prompt_len", ()),
-        (lambda: serving.measure_prefill(MODEL, 8, repeats=10**9), "repeats", ()),
-        (lambda: serving.measure_prefill(MODEL, 8, threads="1"), "threads", ()),
+        (lambda: stepcost.decode_step_split(CONFIG, 10, absorb="yes"), "absorb", ()),
+        (lambda: stepcost.decode_step_bounds(CONFIG, "h100-sxm", 10), "hw", ()),
+        (lambda: stepcost.decode_step_cost(CONFIG, 0), "context", ()),
+        (lambda: stepcost.decode_step_cost(CONFIG, 10, kv_dtype="int4"), "kv_dtype", ()),
+        (lambda: stepcost.decode_step_cost(CONFIG, 10, absorb=True), "mla", ()),
+        (lambda: stepcost.decode_step_cost(MODEL, 10), "config", ()),
+        (lambda: stepcost.cache_intensity(CONFIG, context=0), "context", ()),
+        (lambda: stepcost.cache_intensity(CONFIG, context="10"), "context", ()),
+        (lambda: stepcost.cache_intensity(CONFIG, kv_dtype="int4"), "kv_dtype", ()),
+        (lambda: stepcost.verify_cost(MODEL, 10, 4), "config", ()),
+        (lambda: stepcost.verify_cost(CONFIG, -1, 4), "context", ()),
+        (lambda: stepcost.verify_cost(CONFIG, 10, 65), "k", ()),
+        (lambda: stepcost.prefill_cost(MODEL, 4), "config", ()),
+        (lambda: stepcost.prefill_cost(CONFIG, 0), "prompt_len", ()),
+        (lambda: stepcost.prefill_cost(CONFIG, 4, bytes_per_param="4"), "bytes_per_param", ()),
     ]
 
 
@@ -98,11 +105,23 @@ def steptime_cases():
         (lambda: steptime.prefill_time_curve(MODEL, [0]), "prompt_lens", ()),
         (lambda: steptime.prefill_time_curve(MODEL, [4], threads=-1), "threads", ()),
         (lambda: steptime.limit_blas_threads(0), "blas_threads", ()),
+        (lambda: steptime.measure_decode(CONFIG, 10), "model", ()),
+        (lambda: steptime.measure_decode(MODEL, 1), "context", ()),
+        (lambda: steptime.measure_decode(MODEL, 10, threads=0), "threads", ()),
+        (lambda: steptime.measure_decode(MODEL, 10, threads=1.5), "threads", ()),
+        (lambda: steptime.measure_decode(MODEL, 10, steps=10**9), "steps", ()),
+        (lambda: steptime.measure_decode(MODEL, 10**6), "max_seq_len", ()),
+        (lambda: steptime.measure_decode(MODEL, 10, batch=0), "batch", ()),
+        (lambda: steptime.measure_prefill(MODEL, 0), "prompt_len", ()),
+        (lambda: steptime.measure_prefill(MODEL, 10**6), "prompt_len", ()),
+        (lambda: steptime.measure_prefill(MODEL, 8, repeats=10**9), "repeats", ()),
+        (lambda: steptime.measure_prefill(MODEL, 8, threads="1"), "threads", ()),
     ]
 
 
-@pytest.mark.parametrize("make, i", cases(serving_cases) + cases(steptime_cases))
-def test_serving_and_step_timers_refuse_and_change_nothing(make, i):
+@pytest.mark.parametrize("make, i", cases(serving_cases) + cases(stepcost_cases)
+                         + cases(steptime_cases))
+def test_serving_step_costs_and_step_timers_refuse_and_change_nothing(make, i):
     refused_case(make, i)
 
 
@@ -207,9 +226,6 @@ def run_cases():
         (lambda: spec.expected_speedup(0.5, 4, draft_cost=-1), "draft_cost", ()),
         (lambda: spec.expected_speedup(0.5, 4, verify_ratio=0), "verify_ratio", ()),
         (lambda: spec.expected_speedup(0.5, 1.5), "k", ()),
-        (lambda: spec.verify_cost(MODEL, 10, 4), "config", ()),
-        (lambda: spec.verify_cost(CONFIG, -1, 4), "context", ()),
-        (lambda: spec.verify_cost(CONFIG, 10, 65), "k", ()),
     ]
 
 

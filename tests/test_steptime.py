@@ -4,8 +4,9 @@ import pytest
 
 from toykv import ModelConfig, ToyTransformer, source_toy
 from toykv.sizing import kv_cache_bytes
-from toykv.steptime import (blas_threads, fill_cache, limit_blas_threads, measure_step_seconds,
-                            step_time_curve)
+from toykv.stepcost import decode_step_split
+from toykv.steptime import (blas_threads, fill_cache, limit_blas_threads, measure_decode,
+                            measure_prefill, measure_step_seconds, step_time_curve)
 
 MLA = ModelConfig(vocab_size=64, d_model=32, n_layers=2, n_heads=4, d_ff=64,
                   attention="mla", kv_lora_rank=16, rope_head_dim=4, max_seq_len=2048)
@@ -158,3 +159,27 @@ def test_prefill_time_curve_runs_each_prompt_into_a_fresh_cache():
             prefill_time_curve(model, bad)
     with pytest.raises(ValueError, match="repeats"):
         prefill_time_curve(model, [8], repeats=0)
+
+
+def test_measured_points_pair_counts_with_time():
+    model = ToyTransformer(source_toy(max_seq_len=128))
+    decode = measure_decode(model, 40, batch=3, steps=2)
+    split = decode_step_split(model.config, 40, 3, 4, 4)["total"]
+    assert decode["flops"] == split["flops"] and decode["bytes"] == split["bytes"]
+    assert decode["seconds"] > 0
+    assert decode["flops_per_s"] == pytest.approx(decode["flops"] / decode["seconds"])
+    assert decode["tokens_per_s"] == pytest.approx(3 / decode["seconds"])
+    prefill = measure_prefill(model, 30, repeats=2)
+    assert prefill["flops"] == 30 * decode_step_split(model.config, 1, 1)["weights"][
+        "flops"] + 2 * 30 * 30 * 4 * model.config.n_layers * model.config.d_model // 2
+    assert prefill["tokens_per_s"] == pytest.approx(30 / prefill["seconds"])
+    with pytest.raises(ValueError, match="context"):
+        measure_decode(model, 1)
+
+
+def test_measure_decode_refuses_what_it_cannot_count_before_timing():
+    model = ToyTransformer(MLA)                          # expanded: rebuilds keys each step
+    flops = model.flops
+    with pytest.raises(ValueError, match="absorb=True"):
+        measure_decode(model, 40, steps=2)
+    assert model.flops == flops                          # refused before any step ran

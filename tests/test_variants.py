@@ -8,8 +8,7 @@ from toykv import ModelConfig, ToyTransformer, source_toy, zoo
 from toykv.layers import KV_DTYPE_BYTES
 from toykv.sizing import decode_step_bytes as step_bytes
 from toykv.sizing import weight_bytes_read as read_bytes
-from toykv.variants import (TOY_VARIANT_SHAPES, attention_variants, cache_intensity,
-                            decode_step_cost, long_context_toy)
+from toykv.variants import TOY_VARIANT_SHAPES, attention_variants, long_context_toy
 
 
 def decode_step_bytes(config, context, kv_dtype="float32", absorb=False):
@@ -129,45 +128,6 @@ def test_step_bytes_refuse_bad_input(variants, kwargs, match):
     args = {"tokens": 10, **kwargs}
     with pytest.raises(ValueError, match=match):
         step_bytes(variants["mha"], **args)
-
-
-@pytest.mark.parametrize("name, absorb", [("mha", False), ("gqa", False), ("mqa", False),
-                                          ("mla", False), ("mla", True)])
-def test_step_flops_equal_the_models_counter(variants, name, absorb):
-    config = variants[name]
-    model = ToyTransformer(config, absorb=absorb)
-    cache = model.new_cache()
-    model.forward(list(range(30)), cache)
-    before = model.flops
-    model.forward([1], cache)                          # the step at context 31
-    cost = decode_step_cost(config, 31, absorb=absorb)
-    assert cost["flops"] == model.flops - before
-    assert cost["intensity"] == cost["flops"] / cost["bytes"]
-
-
-def test_cache_intensity_by_hand(variants):
-    # 4 d_h FLOPs per query head and cached position, over 2 d_h values per KV head
-    assert cache_intensity(variants["mha"]) == 0.5                 # float32
-    assert cache_intensity(variants["mha"], kv_dtype="float16") == 1.0
-    assert cache_intensity(variants["gqa"]) == 0.5 * 4             # G = 4
-    assert cache_intensity(variants["mqa"]) == 0.5 * 8             # G = H = 8
-    mla = variants["mla"]
-    H, r, rd = mla.n_heads, mla.kv_lora_rank, mla.rope_head_dim
-    assert cache_intensity(mla, absorb=True) == (2 * H * rd + 4 * H * r) / ((r + rd) * 4)
-
-
-def test_cache_intensity_needs_a_growing_layer():
-    with pytest.raises(ValueError, match="adds no bytes"):
-        cache_intensity(source_toy(sliding_window=8), context=100)
-
-
-def test_deepseek_v2_absorbed_intensity_below_the_h100_ridge():
-    from toykv import roofline
-    ds2 = zoo.get("deepseek-v2").config
-    value = cache_intensity(ds2, absorb=True, kv_dtype="float16")
-    H, r, rd = 128, 512, 64                                      # DS2 Table 1 shapes
-    assert value == (2 * H * rd + 4 * H * r) / ((r + rd) * 2)
-    assert 200 < value < roofline.hardware("h100-sxm").ridge_point
 
 
 def test_long_context_toy_is_bigger_than_a_cpu_cache():

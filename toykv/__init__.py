@@ -1,7 +1,8 @@
 """toykv: a small numpy Llama-style transformer for learning how the KV cache works.
 
 The model (ToyTransformer, its KVCache, generate) and the maths around it: FLOP formulas
-(toykv.flops), cache sizes and KV share (toykv.sizing), verified public configs (toykv.zoo),
+(toykv.flops), cache sizes and KV share (toykv.sizing), what a step costs, counted
+(toykv.stepcost) and measured (toykv.steptime), verified public configs (toykv.zoo),
 rooflines and machine measurements (toykv.roofline). Widgets live in toykv.widgets, which
 imports ipywidgets and matplotlib, and the chapters' figures in toykv.plots (matplotlib): both
 are imported when first used; nothing else here needs more than numpy. __all__ is what the
@@ -11,7 +12,7 @@ import importlib
 
 from . import (check, config, convert, flops, kinds, kvquant, layers, longctx, model, ops,
                paged, policies, prefix, quality, roofline, scheduler, serving, sizing, speculative,
-               steptime, timing, variants, zoo)
+               stepcost, steptime, timing, variants, zoo)
 from .cache import KVCache
 from .config import ModelConfig, source_toy
 from .generate import Step, decode_steps, generate
@@ -37,7 +38,8 @@ __all__ = [
     "Hardware", "hardware", "measure_bandwidth", "measure_matmul_peak",
     "CachePolicy", "quality",
     "check", "config", "convert", "flops", "kinds", "kvquant", "longctx", "model", "ops", "paged", "plots",
-    "prefix", "roofline", "scheduler", "serving", "sizing", "speculative", "steptime", "timing",
+    "prefix", "roofline", "scheduler", "serving", "sizing", "speculative", "stepcost", "steptime",
+    "timing",
     "variants", "widgets", "zoo",
 ]
 

@@ -26,12 +26,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import validate
-from .config import check_config
-from .flops import forward_flops
 from .layers import check_kv_dtype
 from .runcheck import check_run
 from .model import ToyTransformer, check_model
-from .sizing import decode_step_bytes
 
 MAX_K = 64                     # proposals per step: far past where a verify step is free
 
@@ -482,24 +479,7 @@ def expected_speedup(alpha, k: int, draft_cost=0.0, verify_ratio=1.0) -> float:
     return expected_tokens_per_step(alpha, k) / (k * draft_cost + verify_ratio)
 
 
-def verify_cost(config, context: int, k: int, batch: int = 1, bytes_per_param=4,
-                bytes_per_value=4) -> dict:
-    """FLOPs (toykv.flops) and bytes (sizing.decode_step_bytes) of a verify step of k proposals
-    after `context` cached tokens, for each of `batch` sequences: the newest token and k
-    proposals fed at once, every weight read once for the batch and each sequence's cache of
-    context + k + 1 tokens. k = 0 is a decode step. float32 by default (toykv's arrays).
-    {'flops', 'bytes', 'intensity'}."""
-    check_config(config)
-    context = validate.count("context", context, 0)
-    k = validate.count("k", k, 0, MAX_K)
-    batch = validate.count("batch", batch, 1)
-    flops = batch * forward_flops(config, k + 1, context)
-    nbytes = decode_step_bytes(config, context + k + 1, batch, bytes_per_value, bytes_per_param,
-                               expanded=True)["total"]
-    return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes}
-
-
 __all__ = ["MAX_K", "PromptLookup", "DraftModel", "skip_layers", "Verified", "check_proposal",
            "verify_step", "SpecStep", "speculative_steps", "speculative_generate",
            "probabilities", "draw", "accept_or_resample", "sample_verify", "speculative_sample",
-           "acceptance", "expected_tokens_per_step", "expected_speedup", "verify_cost"]
+           "acceptance", "expected_tokens_per_step", "expected_speedup"]

@@ -8,6 +8,8 @@ BLAS runs on one thread while timing (threadpoolctl, when installed): with two t
 neighbour on the other core can stall every product, while one thread is only slowed down.
 A batched cache (model.new_cache(batch=B)) is filled and stepped the same way, every sequence
 alike. prefill_time_curve times whole prompts of several lengths (the time to first token).
+measure_decode and measure_prefill set such a time beside the step's counted FLOPs and bytes
+(toykv.stepcost): a measured point on a roofline.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from . import validate
 from .cache import check_cache
 from .layers import check_kv_dtype
 from .model import check_model
+from .stepcost import decode_step_split, prefill_cost
 
 FILL_CHUNK = 256                      # positions written per update call
 MAX_STEPS = 10_000                    # timed steps (or repeats) per measurement, at most
@@ -188,6 +191,46 @@ def prefill_time_curve(model, prompt_lens, repeats: int = 3, threads: int | None
     return medians
 
 
+def _point(count: dict, seconds: float, tokens: int) -> dict:
+    """A measured roofline point: counted FLOPs and bytes, and the seconds they took."""
+    flops, nbytes = count["flops"], count["bytes"]
+    return {"flops": flops, "bytes": nbytes, "seconds": float(seconds),
+            "intensity": flops / nbytes, "flops_per_s": flops / seconds,
+            "bytes_per_s": nbytes / seconds, "tokens_per_s": tokens / seconds}
+
+
+def measure_decode(model, context: int, batch: int = 1, steps: int = 5,
+                   threads: int | None = 1) -> dict:
+    """A decode step of `batch` sequences at `context` tokens, timed (median of `steps`, cache
+    filled with stand-ins: step_time_curve) and counted (stepcost.decode_step_split, float32).
+
+    {'flops', 'bytes', 'seconds', 'intensity' (FLOP/byte), 'flops_per_s', 'bytes_per_s',
+    'tokens_per_s' (batch / seconds)}.
+    """
+    check_model(model)
+    context = validate.count("context", context, 2)
+    batch = validate.count("batch", batch, 1)
+    validate.optional_count("threads", threads, 1)
+    count = decode_step_split(model.config, context, batch, 4, 4, model.absorb)["total"]
+    seconds = step_time_curve(model, [context], steps, threads=threads, batch=batch)[0]
+    return _point(count, seconds, batch)
+
+
+def measure_prefill(model, prompt_len: int, repeats: int = 3,
+                    threads: int | None = 1) -> dict:
+    """A prefill of prompt_len tokens, timed (median of `repeats`: prefill_time_curve) and
+    counted (stepcost.prefill_cost: the float32 weights read once and the cache written).
+
+    The same keys as measure_decode; tokens_per_s is prompt tokens per second.
+    """
+    check_model(model)
+    prompt_len = validate.count("prompt_len", prompt_len, 1)
+    validate.optional_count("threads", threads, 1)
+    count = prefill_cost(model.config, prompt_len, 4, 4, model.absorb)
+    seconds = prefill_time_curve(model, [prompt_len], repeats, threads)[0]
+    return _point(count, seconds, prompt_len)
+
+
 __all__ = ["FILL_CHUNK", "MAX_STEPS", "MAX_POINTS", "fill_cache", "blas_threads",
            "limit_blas_threads", "measure_step_seconds",
-           "step_time_curve", "prefill_time_curve"]
+           "step_time_curve", "prefill_time_curve", "measure_decode", "measure_prefill"]

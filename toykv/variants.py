@@ -1,23 +1,19 @@
-"""One toy, four attention variants, and the bytes and FLOPs one decode step of each costs.
+"""One toy and four attention variants of it, each swapped in by with_attention.
 
 Chapter 7 builds MHA, GQA, MQA and MLA from one base config: same d_model, depth, query heads
-and MLP, so only the attention (and with it the cache) differs. What a cached step moves is
-sizing.decode_step_bytes's count (every weight once, the whole cache once, and for MLA's
-expanded form the keys and values it rebuilds from the latents, written, then read back);
-decode_step_cost and cache_intensity set it beside the step's FLOPs.
+and MLP, so only the attention (and with it the cache) differs. What a decode step of each
+costs is counted in toykv.stepcost (decode_step_cost, cache_intensity).
 """
 from __future__ import annotations
 
 from dataclasses import replace
 
-from . import sizing, validate
+from . import validate
 from .config import ATTENTION_KINDS, ModelConfig, check_config, long_context_toy
-from .flops import cached_step_flops
-from .layers import ATTENTION, KV_DTYPE_BYTES, check_absorb, check_kv_dtype
+from .layers import ATTENTION, KV_DTYPE_BYTES
 
 # chapter 7's four, 'mha', 'gqa', 'mqa', 'mla' ('lowrank' is a conversion's, toykv.convert)
 VARIANTS = tuple(name for name, kind in ATTENTION.items() if kind.variant)
-WEIGHT_BYTES = 4                      # toykv's weights are float32
 # the variants of chapters 7 and 8: GQA with G = 4, MLA with DeepSeek-V2's ratios to head_dim
 # (kv_lora_rank = 4 d_h, rope_head_dim = d_h / 2)
 TOY_VARIANT_SHAPES = {"gqa_kv_heads": 3, "kv_lora_rank": 256, "rope_head_dim": 32}
@@ -68,44 +64,5 @@ def attention_variants(config: ModelConfig, gqa_kv_heads: int, kv_lora_rank: int
             for variant in VARIANTS}
 
 
-def _float32_step_bytes(config: ModelConfig, context: int, kv_dtype: str = "float32",
-                       absorb: bool = False) -> int:
-    """Total bytes of one decode step of a toykv model (float32 weights, a kv_dtype cache),
-    by the one count, sizing.decode_step_bytes."""
-    check_config(config)
-    context = validate.count("context", context, 1)
-    value_bytes, scale_bytes = KV_DTYPE_BYTES[check_kv_dtype(kv_dtype)]
-    check_absorb(config, absorb)
-    return sizing.decode_step_bytes(config, context, 1, value_bytes, WEIGHT_BYTES, scale_bytes,
-                                    expanded=not absorb)["total"]
-
-
-def decode_step_cost(config: ModelConfig, context: int, kv_dtype: str = "float32",
-                     absorb: bool = False) -> dict:
-    """FLOPs (toykv.flops) and bytes (sizing.decode_step_bytes: float32 weights, a kv_dtype
-    cache) of one decode step of a toykv model, and their ratio.
-
-    {'flops', 'bytes', 'intensity'}: intensity is FLOPs per byte moved.
-    """
-    nbytes = _float32_step_bytes(config, context, kv_dtype, absorb)
-    flops = cached_step_flops(config, context, absorb)
-    return {"flops": flops, "bytes": nbytes, "intensity": flops / nbytes}
-
-
-def cache_intensity(config: ModelConfig, absorb: bool = False, kv_dtype: str = "float32",
-                    context: int = 4096) -> float:
-    """FLOPs per byte of the step's work over the cache: what one more cached position adds to a
-    decode step's FLOPs (toykv.flops) over what it adds to the bytes moved
-    (sizing.decode_step_bytes, float32 weights)."""
-    more = _float32_step_bytes(config, context + 1, kv_dtype, absorb)
-    extra_bytes = more - _float32_step_bytes(config, context, kv_dtype, absorb)
-    if extra_bytes == 0:
-        raise ValueError(f"one more position adds no bytes at context {context} "
-                         "(every layer slides and the window is full): take a smaller context")
-    extra_flops = (cached_step_flops(config, context + 1, absorb)
-                   - cached_step_flops(config, context, absorb))
-    return extra_flops / extra_bytes
-
-
-__all__ = ["cache_intensity", "VARIANTS", "KV_DTYPE_BYTES", "TOY_VARIANT_SHAPES",
-           "long_context_toy", "with_attention", "attention_variants", "decode_step_cost"]
+__all__ = ["VARIANTS", "KV_DTYPE_BYTES", "TOY_VARIANT_SHAPES", "long_context_toy",
+           "with_attention", "attention_variants"]

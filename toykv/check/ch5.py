@@ -11,9 +11,9 @@ import numbers
 
 from ..config import decode_toy
 from ..roofline import Hardware, hardware
-from ..serving import decode_step_split
 from ..sizing import (decode_step_bytes, kv_cache_bytes, max_tokens_per_second, weight_bytes,
                       weight_bytes_read)
+from ..stepcost import decode_step_split
 from ..zoo import get
 from ._core import _say, answer_check, describe, not_a_function, plain, verdict_from_slips
 
@@ -159,7 +159,7 @@ EX5_HINTS = [
 
 def ch5_ex5(answer):
     """answer: your decode_bound(config, S, B, hw) function, compared with toykv's count
-    (serving.decode_step_split) and roofline (Hardware.min_seconds) on several cases."""
+    (stepcost.decode_step_split) and roofline (Hardware.min_seconds) on several cases."""
     refused = not_a_function(answer, "decode_bound")
     if refused is not None:
         return refused

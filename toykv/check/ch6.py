@@ -12,8 +12,9 @@ import numpy as np
 
 from ..flops import full_pass_flops
 from ..roofline import HARDWARE, hardware
-from ..serving import batch_cache_bytes, decode_step_seconds, request_lengths
+from ..serving import batch_cache_bytes, request_lengths
 from ..sizing import kv_cache_bytes, sequences_that_fit, weight_bytes
+from ..stepcost import decode_step_bounds
 from ..zoo import get
 from ._core import NOT_ANSWERED, Verdict, answer_check, describe, plain
 
@@ -126,7 +127,7 @@ def _ex5_times(name: str) -> dict:
         return 1e3 * ((batch if cache_batch is None else cache_batch) * kv / hw.bandwidth
                       + (sum(weights) if add else max(weights)))
 
-    both = decode_step_seconds(model.config, hw, EX5_CONTEXT, most)
+    both = decode_step_bounds(model.config, hw, EX5_CONTEXT, most)
     sold = SOLD_AS_GB.get(name)                 # the name's "N GB", read as GB or as GiB
     labels = {sequences_that_fit(model, EX5_CONTEXT, sold * unit)
               for unit in (10**9, 2**30)} - {most} if sold else set()

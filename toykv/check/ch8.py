@@ -21,7 +21,7 @@ GB, GiB = 10**9, 2**30
 def ch8_ex1(answer):
     """Smallest context at which Llama 3.1 8B's bf16 KV share reaches one half. Right too: the
     same rule with the parameters counted from the shapes (8,030,261,248, as chapters 5 and 6
-    count them with serving.decode_step_split) instead of the published 8.03B."""
+    count them with stepcost.decode_step_split) instead of the published 8.03B."""
     model = get("llama-3.1-8b")
     expected = crossover_context(model)
     counted = crossover_context(model.config)                 # param_count of the shapes
