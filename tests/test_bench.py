@@ -101,3 +101,24 @@ def test_step_parts_tells_attention_from_the_weights_by_the_keys_length(name):
     assert "matmul" not in vars(model.ops)
     with pytest.raises(ValueError, match="longer than every weight"):
         step_parts(model, context=64, steps=1)
+
+
+def test_warm_row_runner_takes_each_matrix_first_block_once_per_block(monkeypatch):
+    """One row against each step matrix's first block of columns (the width the blocked product
+    takes), as many times as the matrix has blocks: the same work as one row over the whole
+    matrix, with every block but the first call's already in cache."""
+    from toykv.bench import warm_row_runner
+    from toykv.ops import BLOCK_BYTES, block_columns
+    model = make_model("gqa", d_model=256, d_ff=1024)
+    run = warm_row_runner(model)
+    seen = []
+    real = np.matmul
+    monkeypatch.setattr(np, "matmul", lambda a, b, out: seen.append(b) or real(a, b, out=out))
+    run()
+    expected = []
+    for w in step_matrices(model):
+        width = min(block_columns(w), w.shape[1])
+        assert width * w.shape[0] * 4 <= max(BLOCK_BYTES, 64 * w.shape[0] * 4)
+        expected += [w[:, :width]] * -(-w.shape[1] // width)
+    assert len(seen) == len(expected) and len(expected) > len(step_matrices(model))
+    assert all(np.shares_memory(b, e) and b.shape == e.shape for b, e in zip(seen, expected))

@@ -25,7 +25,8 @@ Prints the machine and then
    and interleaved with another sequence's),
 11. a forward of a few rows over a cache (2-8 tokens of one sequence, as a verify step or a
    short chunk; one token of 2-8 sequences, a batch) against a one-row decode step, timed in
-   turns on one BLAS thread, with the counted intensity against the measured ridge.
+   turns on one BLAS thread, with the counted intensity against the measured ridge, and what
+   a row after the first costs (one row over blocks of the weights already in cache).
 Each ratio carries PASS or BELOW FLOOR, and the targets of issue 32 MET or MISSED. Bandwidth
 and peak come from toykv.roofline and are measured in rounds interleaved with the model's
 runs, because on a shared machine they drift within seconds. The run also reports how busy
@@ -221,6 +222,25 @@ def products_runner(model, rows: int = 1):
     def run():
         for w in matrices:
             matmul(inputs[w.shape[0]], w)                                  # [rows, out]
+    return run
+
+
+def warm_row_runner(model):
+    """A runner of one row times each step matrix's first block of columns (ops.block_columns)
+    as many times as the matrix has blocks, so every call after the first finds its block in
+    the core's cache: what each row after the first costs in the blocked product, which reads
+    a block from memory once and lets the other rows re-read it from cache."""
+    from .ops import block_columns
+    calls = []
+    for w in step_matrices(model):
+        width = min(block_columns(w), w.shape[1])
+        row, out = np.ones((1, 1, w.shape[0]), np.float32), np.empty((1, 1, width), np.float32)
+        calls.append((row, w[:, :width], out, -(-w.shape[1] // width)))
+
+    def run():
+        for row, block, out, blocks in calls:
+            for _ in range(blocks):
+                np.matmul(row, block, out=out)                            # [1, 1, width]
     return run
 
 
@@ -674,6 +694,7 @@ def bench_rows():
     with blas_threads(1):
         runs = {label: rows_runner(model, ROWS_CONTEXT, T, B) for label, T, B in shapes}
         runs.update({("products", T): products_runner(model, T) for T in (1,) + ROWS})
+        runs["warm row"] = warm_row_runner(model)
         runs["bandwidth"], read = bandwidth_runner()
         runs["peak"], flops = peak_runner()
         best = best_seconds(runs, rounds=ROWS_ROUNDS)
@@ -708,6 +729,13 @@ def bench_rows():
           f"{(one - alone) * 1e3:.1f} ms for one row, "
           + ", ".join(f"{(best[f'{T} tokens'] - best[('products', T)]) * 1e3:.1f} ms for {T}"
                       for T in ROWS))
+    warm, matrices = best["warm row"], step_matrices(model)
+    print(f"   a row after the first re-reads each block from the core's cache: one row over "
+          f"blocks already there (warm_row_runner) takes {warm * 1e3:.1f} ms = "
+          f"{warm / alone:.2f}x one row from memory ("
+          f"{sum(w.nbytes for w in matrices) / warm / 1e9:.0f} GB/s, "
+          f"{sum(2 * w.size for w in matrices) / warm / 1e9:.0f} GFLOP/s; peak "
+          f"{peak / 1e9:.0f})")
 
 
 SECTIONS = {"1": bench_decode_and_prefill, "2": bench_decode_and_prefill, "3": bench_toy,

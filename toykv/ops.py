@@ -84,11 +84,17 @@ def blocked_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     n = b.shape[1]
     out = np.empty((m, 1, n), np.result_type(a, b))                 # [m, 1, n]
     rows = a[:, None, :] if m <= FEW_ROWS else a                    # [m, 1, k] or [m, k]
-    width = max(64, BLOCK_BYTES // (b.itemsize * k) // 64 * 64)     # columns per block
+    width = block_columns(b)
     for j in range(0, n, width):
         block = out[:, :, j:j + width] if m <= FEW_ROWS else out[:, 0, j:j + width]
         np.matmul(rows, b[:, j:j + width], out=block)
     return out[:, 0, :]
+
+
+def block_columns(b: np.ndarray) -> int:
+    """Columns of b [k, n] that blocked_matmul takes together: about BLOCK_BYTES, a multiple
+    of 64."""
+    return max(64, BLOCK_BYTES // (b.itemsize * b.shape[0]) // 64 * 64)
 
 
 def stacked_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
