@@ -122,3 +122,17 @@ def test_warm_row_runner_takes_each_matrix_first_block_once_per_block(monkeypatc
         expected += [w[:, :width]] * -(-w.shape[1] // width)
     assert len(seen) == len(expected) and len(expected) > len(step_matrices(model))
     assert all(np.shares_memory(b, e) and b.shape == e.shape for b, e in zip(seen, expected))
+
+
+def test_interleaved_sequence_alternates_blocks_and_gather_runner_reads_them_all():
+    """The paged bench's interleaved sequence holds every other block of the pool (its reads
+    gather), and gather_runner reads every layer's keys and values of the whole context."""
+    from toykv.bench import gather_runner, interleaved_sequence
+    model = make_model("gqa", max_seq_len=128)
+    seq = interleaved_sequence(model, context=41, block_size=4, calls=1)
+    blocks = list(seq.layers[0].table.block_table)
+    assert len(seq) == 40 and len(blocks) == 10
+    assert all(b - a == 2 for a, b in zip(blocks, blocks[1:]))
+    reads = gather_runner(model, context=40, block_size=4)()
+    c = model.config
+    assert [r.shape for r in reads] == [(1, 40, c.n_kv_heads, c.head_dim)] * (2 * c.n_layers)

@@ -22,7 +22,7 @@ Prints the machine and then
    task that quotes its prompt and on one that does not, speed-up over plain decoding (timed
    in turns, best of each) and acceptance, the same tokens asserted,
 10. a paged decode step against the contiguous one (blocks of 4, 16 and 64; blocks in a row,
-   and interleaved with another sequence's),
+   and interleaved with another sequence's, with what the interleaved step's gathers cost),
 11. a forward of a few rows over a cache (2-8 tokens of one sequence, as a verify step or a
    short chunk; one token of 2-8 sequences, a batch) against a one-row decode step, timed in
    turns on one BLAS thread, with the counted intensity against the measured ridge, and what
@@ -648,21 +648,29 @@ def bench_paged():
         if B == 1:
             for size in (16, 64):
                 runs[f"{size}, interleaved"] = interleaved_runner(model, PAGED_CONTEXT, size)
+                runs["gather", size] = gather_runner(model, PAGED_CONTEXT, size)
         with blas_threads(1):
             best = best_seconds(runs)
+        gathers = {key[1]: best.pop(key) for key in list(best) if isinstance(key, tuple)}
         cells = ", ".join(f"blocks of {size}: {best[size] / best['contiguous']:.2f}"
                           + (f" {target(best[size] / best['contiguous'], PAGED_TARGET, False)}"
                              if size in (16, 64) or isinstance(size, str) else "")
-                          for size in runs if size != "contiguous")
+                          for size in best if size != "contiguous")
         print(f"   {B} sequence{'s' if B > 1 else ''}: contiguous {best['contiguous'] * 1e3:.1f}"
               f" ms a step; {cells}")
+        if gathers:
+            print("   the gathers alone (every layer's keys and values copied out of their "
+                  "blocks, gather_runner): " + ", ".join(
+                      f"blocks of {size} {t * 1e3:.1f} ms = {t / best['contiguous']:.2f} of "
+                      f"the contiguous step" for size, t in gathers.items()))
     print("   (a sequence's blocks handed out in a row are read in place; 'interleaved': its "
           "blocks alternate with another sequence's, so a step gathers them into one copy)")
 
 
-def interleaved_runner(model, context: int, block_size: int, calls: int = 64):
-    """A runner of one paged decode step of a sequence whose blocks alternate in the pool with
-    another sequence's (the two filled a block at a time, in turns), so its reads gather."""
+def interleaved_sequence(model, context: int, block_size: int, calls: int = 64):
+    """A paged sequence of context - 1 tokens whose blocks alternate in the pool with another
+    sequence's (the two filled a block at a time, in turns), so its reads gather; room for
+    `calls` more tokens."""
     from .steptime import fill_cache
     per_sequence = -(-(context + calls) // block_size)
     pool = model.new_paged_cache(2 * per_sequence, block_size)
@@ -670,8 +678,21 @@ def interleaved_runner(model, context: int, block_size: int, calls: int = 64):
     for done in range(0, context - 1, block_size):
         for seq in seqs:
             fill_cache(seq, min(block_size, context - 1 - done))
-    token = np.zeros(1, dtype=np.int64)
-    return lambda: model.forward(token, seqs[0])
+    return seqs[0]
+
+
+def interleaved_runner(model, context: int, block_size: int, calls: int = 64):
+    """A runner of one paged decode step of an interleaved_sequence."""
+    seq, token = interleaved_sequence(model, context, block_size, calls), np.zeros(1, np.int64)
+    return lambda: model.forward(token, seq)
+
+
+def gather_runner(model, context: int, block_size: int):
+    """A runner of what an interleaved step gathers and nothing else: every layer's keys and
+    values of context tokens, read from their blocks into one copy (PagedLayer.read)."""
+    seq = interleaved_sequence(model, context + 1, block_size, calls=1)
+    return lambda: [layer.read(name, 0, context) for layer in seq.layers
+                    for name in ("k", "v")]
 
 
 ROWS_CONTEXT, ROWS, ROW_BATCHES, ROWS_ROUNDS = 512, (2, 3, 5, 8), (2, 4, 8), 5
