@@ -73,3 +73,18 @@ def test_one_section_per_chapter_in_order(plots):
         if inspect.isfunction(getattr(plots, name)) and name not in (
                 "series_style", "label_axes", "show", "figure"):
             assert source.index(f"def {name}(") > first_section, name
+
+
+def test_html_table_marks_measured_columns_for_the_notebook_tests(plots):
+    """Cells of a measured column carry class="measured", and the nbval sanitizer turns exactly
+    those into MEASURED: the other columns stay compared digit for digit."""
+    import configparser
+    html = plots.html_table(["method", "bytes", "perplexity"],
+                            [["int8", "12,240", "51.6"], ["4-bit", "9,000", "52.0"]],
+                            measured=(2,))
+    assert html.count('<td class="measured">') == 2 and "<td>12,240</td>" in html
+    cfg = configparser.ConfigParser()
+    cfg.read(pathlib.Path(__file__).with_name("nbval_sanitize.cfg"))
+    rule = cfg["measured_table_cells"]
+    cleaned = re.sub(rule["regex"], rule["replace"], html)
+    assert "51.6" not in cleaned and "52.0" not in cleaned and "<td>12,240</td>" in cleaned
