@@ -494,3 +494,27 @@ def test_a_too_long_context_is_refused_before_any_tensor_is_dequantized(tiny, mo
     monkeypatch.setattr(gguf_loader, "dequantized", no_dequantizing)
     with pytest.raises(ValueError, match="max_seq_len"):
         load_gguf(tiny[1], max_seq_len=tiny[0].config.max_seq_len + 1)
+
+
+@pytest.mark.parametrize("which", [0, -1])
+def test_a_string_that_claims_more_than_the_file_is_refused(tiny, tmp_path, which):
+    """The first or last token's byte length set past the end of the file: refused by name,
+    as gguf's own reader would otherwise slice what is left (the string-array fast path)."""
+    def change(reader):
+        parts = reader.fields["tokenizer.ggml.tokens"].parts
+        parts[5 if which == 0 else len(parts) - 2][0] = 2**40      # [5]: the first length
+
+    with pytest.raises(ValueError, match="past the end of the file"):
+        load_gguf(patched(tiny, tmp_path, change))
+
+
+def test_string_arrays_read_as_gguf_reads_them(tiny):
+    """The fast path's fields equal gguf's own GGUFReader's, part for part."""
+    from gguf import GGUFReader
+    from toykv.gguf_loader import _bounded_reader
+    ours, theirs = _bounded_reader(tiny[1]).fields, GGUFReader(tiny[1]).fields
+    assert list(ours) == list(theirs)
+    for key, field in theirs.items():
+        assert ours[key].data == field.data and ours[key].types == field.types, key
+        assert len(ours[key].parts) == len(field.parts), key
+        assert all(np.array_equal(a, b) for a, b in zip(ours[key].parts, field.parts)), key
