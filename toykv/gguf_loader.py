@@ -143,13 +143,13 @@ def _bounded_reader(path: Path):
             """gguf's parts of an array of `length` strings, each a uint64 length and its
             bytes, read in one Python loop: gguf's own reader takes a few numpy calls per
             string, seconds for a 49,152-token vocabulary and its merges."""
-            data, lengths = self.data, memoryview(self.data).cast("B")
+            data, raw = self.data, memoryview(self.data).cast("B")      # the same bytes
             parts = [self._get(orig_offs, np.uint32), self._get(orig_offs + 4, np.uint64)]
             offs = orig_offs + 12
             for _ in range(length):
                 if offs + 8 > len(data):
                     self._get(offs, np.uint64)              # refused: past the end
-                n = int.from_bytes(lengths[offs:offs + 8], sys.byteorder)
+                n = int.from_bytes(raw[offs:offs + 8], sys.byteorder)
                 if offs + 8 + n > len(data):
                     self._get(offs + 8, np.uint8, n)        # refused: past the end
                 parts += [data[offs:offs + 8].view(np.uint64), data[offs + 8:offs + 8 + n]]
