@@ -192,11 +192,10 @@ def prefill_time_curve(model, prompt_lens, repeats: int = 3, threads: int | None
 
 
 def _point(count: dict, seconds: float, tokens: int) -> dict:
-    """A measured roofline point: counted FLOPs and bytes, and the seconds they took."""
-    flops, nbytes = count["flops"], count["bytes"]
-    return {"flops": flops, "bytes": nbytes, "seconds": float(seconds),
-            "intensity": flops / nbytes, "flops_per_s": flops / seconds,
-            "bytes_per_s": nbytes / seconds, "tokens_per_s": tokens / seconds}
+    """A measured roofline point: a stepcost count ({'flops', 'bytes', 'intensity'}) and the
+    seconds it took."""
+    return {**count, "seconds": float(seconds), "flops_per_s": count["flops"] / seconds,
+            "bytes_per_s": count["bytes"] / seconds, "tokens_per_s": tokens / seconds}
 
 
 def measure_decode(model, context: int, batch: int = 1, steps: int = 5,
