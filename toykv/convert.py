@@ -137,6 +137,14 @@ def low_rank_kv(model, rank: int, calibration=None,
     return ToyTransformer(config, weights=weights, exact=model.exact)
 
 
+def _check_per_layer(arrays, config, name: str, made_by: str, shape: str) -> None:
+    """arrays: a list (or tuple) of one array per layer, as made_by returns it."""
+    if not isinstance(arrays, (list, tuple)) or len(arrays) != config.n_layers:
+        got = len(arrays) if isinstance(arrays, (list, tuple)) else type(arrays).__name__
+        raise ValueError(f"{name} must be {made_by}: a list of n_layers={config.n_layers} "
+                         f"arrays {shape}, got {got}")
+
+
 def _check_directions(directions, calibration, config):
     """directions: kv_directions of a model of this shape, one orthonormal square matrix per
     layer (given instead of calibration, which they already include)."""
@@ -144,11 +152,8 @@ def _check_directions(directions, calibration, config):
         raise ValueError("give calibration or directions, not both: directions = "
                          "kv_directions(model, calibration) already include the calibration")
     width = 2 * config.n_kv_heads * config.head_dim
-    if not isinstance(directions, (list, tuple)) or len(directions) != config.n_layers:
-        got = len(directions) if isinstance(directions, (list, tuple)) else \
-            type(directions).__name__
-        raise ValueError(f"directions must be kv_directions(model, ...): a list of "
-                         f"n_layers={config.n_layers} arrays [{width}, {width}], got {got}")
+    _check_per_layer(directions, config, "directions", "kv_directions(model, ...)",
+                     f"[{width}, {width}]")
     for i, p in enumerate(directions):
         if (not isinstance(p, np.ndarray) or p.shape != (width, width) or p.dtype.kind != "f"
                 or not np.isfinite(p).all()
@@ -160,11 +165,8 @@ def _check_directions(directions, calibration, config):
 
 def _check_inputs(calibration, config):
     """calibration: one finite array h [T, D] per layer, as attention_inputs gives them."""
-    if not isinstance(calibration, (list, tuple)) or len(calibration) != config.n_layers:
-        got = len(calibration) if isinstance(calibration, (list, tuple)) else \
-            type(calibration).__name__
-        raise ValueError(f"calibration must be attention_inputs(model, token_ids): a list of "
-                         f"n_layers={config.n_layers} arrays [T, D], got {got}")
+    _check_per_layer(calibration, config, "calibration", "attention_inputs(model, token_ids)",
+                     "[T, D]")
     for i, h in enumerate(calibration):
         if (not isinstance(h, np.ndarray) or h.ndim != 2 or h.shape[1] != config.d_model
                 or h.dtype.kind != "f" or not np.isfinite(h).all()):
