@@ -74,3 +74,13 @@ def test_runs_the_notebook_and_fails_with_its_asserts(tmp_path):
     assert failed.returncode == 1 and "too long" in failed.stderr
     assert "sum 66" in failed.stdout                        # what ran before the failure
     assert "\nN = 3\n" in nbformat.read(path, as_version=4).cells[0].source  # untouched
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("N", "setting must be NAME=VALUE"), ("N=", "setting must be NAME=VALUE"),
+    ("M=3", "must set M on exactly one line")])
+def test_a_bad_setting_is_refused_before_a_kernel_starts(setting, message):
+    done = subprocess.run([sys.executable, str(SCRIPT), str(CHAPTER_13), setting],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr
+    assert "every assert held" not in done.stdout
