@@ -7,8 +7,6 @@ repository URL disagrees with _config.yml. Most fixes: `python .ci/execute_noteb
 """
 from __future__ import annotations
 
-import importlib.machinery
-import importlib.util
 import re
 import tomllib
 from pathlib import Path
@@ -16,22 +14,13 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import ci_scripts
+
 ROOT = Path(__file__).resolve().parent.parent
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 EXCUSE_TAGS = {"nbval-ignore-output", "nbval-skip", "nbval-check-output", "raises-exception"}
-
-
-def _load_execute_tool():
-    """.ci/execute_notebooks as a module (it holds the install cell and the notebook list)."""
-    path = ROOT / ".ci" / "execute_notebooks"
-    loader = importlib.machinery.SourceFileLoader("execute_notebooks", str(path))
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
-    loader.exec_module(module)
-    return module
-
-
-TOOL = _load_execute_tool()
+TOOL = ci_scripts.load("execute_notebooks")   # the install cell and the notebook list
 NOTEBOOKS = TOOL.book_notebooks()
 
 

@@ -1,6 +1,4 @@
 """`.ci/run_with`: a chapter run with one setting changed (chapter 13 on more of its text)."""
-import importlib.machinery
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -8,16 +6,15 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import ci_scripts
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / ".ci" / "run_with"
 CHAPTER_13 = ROOT / "book" / "13_what_shrinking_costs.ipynb"
 
 
 def run_with():
-    loader = importlib.machinery.SourceFileLoader("run_with", str(SCRIPT))
-    module = importlib.util.module_from_spec(importlib.util.spec_from_loader("run_with", loader))
-    loader.exec_module(module)
-    return module
+    return ci_scripts.load("run_with")
 
 
 def notebook(*sources):
